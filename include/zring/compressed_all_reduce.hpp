@@ -1,0 +1,92 @@
+// zring/compressed_all_reduce.hpp - the client API: compress, aggregate, average.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zring/compression.hpp>
+#include <zring/tensor.hpp>
+
+namespace zring {
+
+// Options for CompressedAllReduce::connect.
+struct ConnectOptions {
+  // Which of the daemon's local_ranks this process is (0 .. local_ranks-1).
+  std::size_t local_rank = 0;
+  // Deadline of every request to the daemon (connect, all_reduce). A request
+  // that is not answered in time throws zring::Error(timeout); it never hangs.
+  std::chrono::milliseconds timeout{30000};
+};
+
+// Distributed gradient aggregator with compression.
+//
+// Standalone (constructor): no transport.
+//   world_size == 1: all_reduce compresses and decompresses, so the caller
+//                    sees the real compression error.
+//   world_size > 1:  all_reduce throws no_communicator; all_reduce_with_peers
+//                    performs the real average given the peers' contributions.
+// Connected (connect): all_reduce goes round the ring of zringd daemons and
+//   returns, on every rank, the same average of what each rank compressed.
+//
+// Not thread-safe: one object per training process (or per thread).
+// With error feedback, the residual of each tensor (by name) is kept across
+// calls: in this object when standalone, in the daemon when connected.
+class CompressedAllReduce {
+ public:
+  CompressedAllReduce(CompressionMethod method, std::size_t world_size);
+  // Joins the zringd listening on endpoint (for example
+  // "ipc:///run/zring/zringd.sock"); learns the world size and this rank.
+  // Throws connection_failed / timeout when the daemon does not answer.
+  static CompressedAllReduce connect(const std::string& endpoint, CompressionMethod method,
+                                     ConnectOptions options = {});
+
+  CompressedAllReduce(CompressedAllReduce&&) noexcept;
+  CompressedAllReduce& operator=(CompressedAllReduce&&) noexcept;
+  CompressedAllReduce(const CompressedAllReduce&) = delete;
+  CompressedAllReduce& operator=(const CompressedAllReduce&) = delete;
+  ~CompressedAllReduce();
+
+  // Compresses, aggregates and averages gradients across the process group.
+  // The result has the same names and shapes as the input.
+  [[nodiscard]] TensorMap all_reduce(const TensorMap& gradients);
+
+  // The genuine compressed all-reduce given the other ranks' compressed
+  // gradients (one map per other rank): each parameter's contributions are
+  // summed in the dense domain and divided by the number of contributions.
+  // Throws size_mismatch when a peer's gradient has another length,
+  // missing_tensor when names differ, count_mismatch when
+  // peers.size() + 1 != world_size().
+  [[nodiscard]] TensorMap all_reduce_with_peers(const TensorMap& gradients,
+                                                const std::vector<CompressedMap>& peers);
+
+  // Compresses gradients for transmission to the other ranks (with error
+  // feedback, the residual is updated exactly as all_reduce would).
+  [[nodiscard]] CompressedMap compress_for_transmission(const TensorMap& gradients);
+
+  [[nodiscard]] std::size_t world_size() const noexcept;
+  [[nodiscard]] std::size_t rank() const noexcept;
+  [[nodiscard]] const CompressionMethod& method() const noexcept;
+  [[nodiscard]] bool connected() const noexcept;
+
+  // Bytes this object's all_reduce calls put on the wire (connected: what
+  // the ring moved for the ops, as reported by the daemon; standalone: the
+  // payload bytes), and what dense float32 would have cost.
+  struct Traffic {
+    std::uint64_t wire_bytes = 0;
+    std::uint64_t dense_bytes = 0;
+    std::uint64_t ops = 0;
+  };
+  [[nodiscard]] Traffic traffic() const noexcept;
+
+  class Impl;
+
+ private:
+  explicit CompressedAllReduce(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zring

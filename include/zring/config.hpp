@@ -1,0 +1,53 @@
+// zring/config.hpp - the ring configuration (the YAML file), typed and validated.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zring {
+
+// One member of the ring, in ring order.
+struct NodeConfig {
+  std::string name;     // unique, [A-Za-z0-9_.-]+
+  std::string address;  // tcp://HOST:PORT this node's ring socket binds to
+  std::string host;     // HOST part of address
+  std::uint16_t port = 0;
+};
+
+// A validated ring description. See configs/ for examples and
+// docs/configuration.md for every key.
+struct RingConfig {
+  std::vector<NodeConfig> nodes;    // ring order; at least one
+  std::string self;                 // the name of this node
+  std::size_t self_index = 0;       // position of self in nodes
+  std::string ipc;                  // ipc:// endpoint local clients connect to
+  std::size_t local_ranks = 1;      // training processes on each node (>= 1)
+  std::chrono::milliseconds timeout{10000};    // deadline of every op phase
+  std::chrono::milliseconds heartbeat{500};    // ring liveness interval
+  std::size_t chunk_bytes = 1 << 20;           // ring pipelining unit (64 KiB..64 MiB)
+  std::size_t max_message_bytes = 256u << 20;  // ZMQ_MAXMSGSIZE on ring and IPC sockets
+  std::string log_level = "info";              // error | warn | info | debug
+  std::string source;               // where the config came from (for messages)
+
+  [[nodiscard]] std::size_t world_size() const noexcept { return nodes.size() * local_ranks; }
+  [[nodiscard]] const NodeConfig& self_node() const { return nodes.at(self_index); }
+};
+
+// Parses and validates YAML text. source names the text in error messages
+// (usually the file path). node, when given, overrides the file's `self`.
+// Throws zring::Error(config_invalid) whose message names the source, the key
+// and the problem, for example:
+//   "zring.yaml: nodes[2].address: 'tcp://10.0.0.3' has no port (expected tcp://HOST:PORT)"
+RingConfig parse_config(std::string_view yaml_text, std::string_view source,
+                        const std::optional<std::string>& node = std::nullopt);
+
+// Reads path and parses it as above.
+RingConfig load_config(const std::string& path,
+                       const std::optional<std::string>& node = std::nullopt);
+
+}  // namespace zring

@@ -1,0 +1,43 @@
+// error_feedback.hpp - error feedback around any codec (internal).
+//
+// Keeps, per tensor name, the residual e = (g + e_prev) - D(C(g + e_prev)):
+// what compression dropped last time is added back before compressing next
+// time, so nothing is lost for good (Seide et al. 2014; Karimireddy et al. 2019).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "codec/codec.hpp"
+
+namespace zring::codec {
+
+class ErrorFeedback {
+ public:
+  // out[i] = x[i] + residual[name][i]. A name seen for the first time, or
+  // whose length changed, starts from a zero residual.
+  void corrected(const std::string& name, const float* x, std::size_t n, float* out) const;
+
+  // residual[name] = corrected - decoded. Entries that are not finite (the
+  // input overflowed) are stored as 0, so one bad step cannot poison every
+  // later one.
+  void update(const std::string& name, const float* corrected, const float* decoded,
+              std::size_t n);
+
+  // corrected -> compress with codec -> update; returns what travels.
+  [[nodiscard]] CompressedGradient compress(const Codec& codec, const std::string& name,
+                                            const float* x, std::size_t n,
+                                            const CodecContext& ctx);
+
+  // The residual of name, or nullptr when there is none yet.
+  [[nodiscard]] const std::vector<float>* residual(const std::string& name) const;
+  void clear() noexcept { residuals_.clear(); }
+  [[nodiscard]] std::size_t size() const noexcept { return residuals_.size(); }
+
+ private:
+  std::unordered_map<std::string, std::vector<float>> residuals_;
+};
+
+}  // namespace zring::codec
