@@ -1,0 +1,41 @@
+// impl.hpp - the two faces of CompressedAllReduce (internal).
+//
+// Standalone objects are a LocalAggregator; connected objects talk to their
+// zringd (lib/client/connected.*) and keep a LocalAggregator for the two
+// operations that never leave the process (compress_for_transmission,
+// all_reduce_with_peers).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zring/compressed_all_reduce.hpp>
+
+namespace zring {
+
+class CompressedAllReduce::Impl {
+ public:
+  virtual ~Impl() = default;
+  virtual TensorMap all_reduce(const TensorMap& gradients) = 0;
+  virtual TensorMap all_reduce_with_peers(const TensorMap& gradients,
+                                          const std::vector<CompressedMap>& peers) = 0;
+  virtual CompressedMap compress_for_transmission(const TensorMap& gradients) = 0;
+  [[nodiscard]] virtual std::size_t world_size() const noexcept = 0;
+  [[nodiscard]] virtual std::size_t rank() const noexcept = 0;
+  [[nodiscard]] virtual const CompressionMethod& method() const noexcept = 0;
+  [[nodiscard]] virtual bool connected() const noexcept = 0;
+  [[nodiscard]] virtual CompressedAllReduce::Traffic traffic() const noexcept = 0;
+};
+
+namespace client {
+// Defined in standalone.cpp: the seed's semantics, no transport.
+std::unique_ptr<CompressedAllReduce::Impl> make_standalone(CompressionMethod method,
+                                                           std::size_t world_size);
+// Defined in connected.cpp: joins a zringd over IPC.
+std::unique_ptr<CompressedAllReduce::Impl> make_connected(const std::string& endpoint,
+                                                          CompressionMethod method,
+                                                          const ConnectOptions& options);
+}  // namespace client
+
+}  // namespace zring
