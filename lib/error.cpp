@@ -1,5 +1,7 @@
 #include <zring/error.hpp>
 
+#include <ostream>
+
 namespace zring {
 
 const char* to_string(ErrorCode code) noexcept {
@@ -22,6 +24,8 @@ const char* to_string(ErrorCode code) noexcept {
   }
   return "unknown";
 }
+
+std::ostream& operator<<(std::ostream& out, ErrorCode code) { return out << to_string(code); }
 
 Error::Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
 

@@ -15,8 +15,10 @@ namespace zring {
 struct NodeConfig {
   std::string name;     // unique, [A-Za-z0-9_.-]+
   std::string address;  // tcp://HOST:PORT this node's ring socket binds to
-  std::string host;     // HOST part of address
+  std::string host;     // HOST part of address (an IPv6 literal without brackets)
   std::uint16_t port = 0;
+  std::string ipc;      // this node's own ipc:// endpoint, overriding the top-level
+                        // `ipc` (several daemons on one host); empty if not set
 };
 
 // A validated ring description. See configs/ for examples and
@@ -25,7 +27,8 @@ struct RingConfig {
   std::vector<NodeConfig> nodes;    // ring order; at least one
   std::string self;                 // the name of this node
   std::size_t self_index = 0;       // position of self in nodes
-  std::string ipc;                  // ipc:// endpoint local clients connect to
+  std::string ipc;                  // ipc:// endpoint local clients connect to: self's
+                                    // nodes[i].ipc if set, else the top-level ipc
   std::size_t local_ranks = 1;      // training processes on each node (>= 1)
   std::chrono::milliseconds timeout{10000};    // deadline of every op phase
   std::chrono::milliseconds heartbeat{500};    // ring liveness interval

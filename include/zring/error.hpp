@@ -1,6 +1,7 @@
 // zring/error.hpp - the one exception type of zring and its error kinds.
 #pragma once
 
+#include <iosfwd>
 #include <stdexcept>
 #include <string>
 
@@ -28,6 +29,7 @@ enum class ErrorCode {
 
 // Stable lower-case name of an error kind ("size_mismatch", ...).
 const char* to_string(ErrorCode code) noexcept;
+std::ostream& operator<<(std::ostream& out, ErrorCode code);
 
 // The one exception zring throws. what() is a full sentence: what happened,
 // where (rank / tensor / node) and, where it helps, what to do.
