@@ -1,0 +1,398 @@
+#include "ipc_server.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <boost/asio/post.hpp>
+
+#include <zring/error.hpp>
+
+#include "log.hpp"
+
+namespace zring::daemon {
+namespace {
+
+// Shares a result buffer with a ZeroMQ message: every local rank gets the
+// same bytes, none copied.
+zmq::message_t share(const std::shared_ptr<float[]>& values, std::size_t elements) {
+  if (elements == 0) return zmq::message_t();
+  auto* keep = new std::shared_ptr<float[]>(values);
+  return zmq::message_t(values.get(), elements * sizeof(float),
+                        [](void*, void* hint) { delete static_cast<std::shared_ptr<float[]>*>(hint); },
+                        keep);
+}
+
+std::string ipc_path(const std::string& endpoint) { return endpoint.substr(std::strlen("ipc://")); }
+
+}  // namespace
+
+IpcServer::IpcServer(boost::asio::io_context& io, zmq::context_t& context,
+                     const RingConfig& config, RingWorker& worker)
+    : io_(io), config_(config), worker_(worker), socket_(context, zmq::socket_type::router),
+      fd_(io), stall_timer_(io), keepalive_timer_(io), waiting_(config.local_ranks),
+      owners_(config.local_ranks), owes_(config.local_ranks) {}
+
+IpcServer::~IpcServer() {
+  if (fd_.is_open()) fd_.release();  // the descriptor is ZeroMQ's, not ours to close
+}
+
+void IpcServer::start() {
+  const std::string path = ipc_path(config_.ipc);
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    if (!ec) ::chmod(dir.c_str(), 0750);
+  }
+  socket_.set(zmq::sockopt::linger, 0);
+  socket_.set(zmq::sockopt::router_mandatory, 1);  // tell us when a client is gone
+  socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(config_.max_message_bytes));
+  socket_.set(zmq::sockopt::sndhwm, 10000);
+  socket_.set(zmq::sockopt::rcvhwm, 10000);
+  try {
+    socket_.bind(config_.ipc);
+  } catch (const zmq::error_t& e) {
+    throw Error(ErrorCode::connection_failed, "cannot listen on " + config_.ipc + ": " + e.what() +
+                                                  " (does the directory exist and is it writable?)");
+  }
+  // Only the daemon's user and group may talk to it.
+  if (::chmod(path.c_str(), 0660) != 0)
+    log_warn("cannot set mode 0660 on " + path + ": " + std::strerror(errno));
+  fd_.assign(socket_.get(zmq::sockopt::fd));
+  running_ = true;
+  arm();
+  arm_keepalive();
+  boost::asio::post(io_, [this] { drain(); });
+}
+
+void IpcServer::stop(const std::string& why) {
+  if (!running_) return;
+  for (auto& queue : waiting_)
+    for (const Request& r : queue) send_error(r.client, r.id, ErrorCode::aborted, why);
+  for (auto& [job, requests] : running_ops_)
+    for (const Request& r : requests) send_error(r.client, r.id, ErrorCode::aborted, why);
+  waiting_.assign(config_.local_ranks, {});
+  running_ops_.clear();
+  running_ = false;
+  stall_timer_.cancel();
+  keepalive_timer_.cancel();
+  if (fd_.is_open()) {
+    fd_.cancel();
+    fd_.release();
+  }
+  socket_.close();
+}
+
+// --- reading -------------------------------------------------------------------
+
+void IpcServer::arm() {
+  fd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                 [this](const boost::system::error_code& ec) {
+                   if (ec || !running_) return;
+                   drain();
+                   arm();
+                 });
+}
+
+// ZMQ_FD is edge-triggered: read until ZeroMQ says nothing is left.
+void IpcServer::drain() {
+  while (running_ && (socket_.get(zmq::sockopt::events) & ZMQ_POLLIN)) {
+    std::vector<zmq::message_t> frames;
+    do {
+      zmq::message_t frame;
+      if (!socket_.recv(frame, zmq::recv_flags::dontwait)) break;
+      const bool more = frame.more();
+      frames.push_back(std::move(frame));
+      if (!more) break;
+    } while (true);
+    if (!frames.empty()) handle(frames);
+  }
+}
+
+void IpcServer::handle(std::vector<zmq::message_t>& frames) {
+  const std::string client = frames[0].to_string();
+  if (frames.size() < 2 || frames.size() > 3) {
+    log_warn("dropped an IPC message of " + std::to_string(frames.size()) + " frames");
+    return;
+  }
+  wire::IpcHeader header;
+  try {
+    header = wire::decode_ipc_header(frames[1].data<std::uint8_t>(), frames[1].size());
+  } catch (const Error& e) {
+    log_warn(std::string("dropped a malformed IPC message: ") + e.what());
+    send_error(client, 0, e.code(), std::string("zringd could not read the request: ") + e.what());
+    return;
+  }
+  std::optional<zmq::message_t> values;
+  if (frames.size() == 3) values = std::move(frames[2]);
+  switch (header.kind) {
+    case wire::IpcKind::hello: on_hello(client, header); return;
+    case wire::IpcKind::submit: on_submit(client, header, std::move(values)); return;
+    case wire::IpcKind::status: on_status(client, header); return;
+    default:
+      send_error(client, header.request, ErrorCode::malformed_message,
+                 "zringd does not take requests of this kind from clients");
+  }
+}
+
+std::string IpcServer::rank_name(std::size_t local_rank) const {
+  return "rank " + std::to_string(config_.self_index * config_.local_ranks + local_rank) +
+         " (local rank " + std::to_string(local_rank) + " of node '" + config_.self + "')";
+}
+
+void IpcServer::on_hello(const std::string& client, const wire::IpcHeader& header) {
+  const std::size_t l = header.local_rank;
+  if (l >= config_.local_ranks) {
+    send_error(client, header.request, ErrorCode::invalid_argument,
+               "local_rank " + std::to_string(l) + " is out of range: node '" + config_.self +
+                   "' has local_ranks: " + std::to_string(config_.local_ranks) + " (" +
+                   config_.source + ")");
+    return;
+  }
+  if (owners_[l] != client) {
+    // A new process takes the rank: the old one's state goes.
+    for (const Request& r : waiting_[l])
+      send_error(r.client, r.id, ErrorCode::aborted, "another process connected as " + rank_name(l));
+    waiting_[l].clear();
+    owes_[l].reset();
+    owners_[l] = client;
+    OpJob reset;
+    reset.reset_rank = l;
+    worker_.submit(std::move(reset));
+    log_info("client connected as " + rank_name(l));
+  }
+  wire::IpcHeader welcome;
+  welcome.kind = wire::IpcKind::welcome;
+  welcome.request = header.request;
+  welcome.world_size = static_cast<std::uint32_t>(config_.world_size());
+  welcome.rank = static_cast<std::uint32_t>(config_.self_index * config_.local_ranks + l);
+  welcome.local_ranks = static_cast<std::uint32_t>(config_.local_ranks);
+  welcome.timeout_ms = static_cast<std::uint32_t>(config_.timeout.count());
+  welcome.heartbeat_ms = static_cast<std::uint32_t>(config_.heartbeat.count());
+  welcome.node = config_.self;
+  send(client, welcome);
+}
+
+void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& header,
+                          std::optional<zmq::message_t> values) {
+  const std::size_t l = header.local_rank;
+  if (l >= config_.local_ranks || owners_[l] != client) {
+    send_error(client, header.request, ErrorCode::invalid_argument,
+               "submit before hello, or from a process that no longer holds local rank " +
+                   std::to_string(l) + "; reconnect");
+    return;
+  }
+  Request r{client, header.request, l, header.manifest, {}, nullptr, Clock::now()};
+  try {
+    r.method = CompressionMethod::parse(header.manifest.method);
+  } catch (const Error& e) {
+    send_error(client, header.request, e.code(), e.what());
+    return;
+  }
+  const std::uint64_t bytes = header.manifest.elements() * sizeof(float);
+  const std::size_t got = values ? values->size() : 0;
+  if (got != bytes) {
+    send_error(client, header.request, ErrorCode::size_mismatch,
+               "the values frame holds " + std::to_string(got) + " bytes but the manifest's " +
+                   std::to_string(header.manifest.elements()) + " float32 elements need " +
+                   std::to_string(bytes));
+    return;
+  }
+  if (owes_[l]) {
+    // This rank was late for an op the others already gave up on: this
+    // submission is that op, and fails like it did for them.
+    send_error(client, header.request, ErrorCode::aborted, *owes_[l]);
+    owes_[l].reset();
+    return;
+  }
+  r.values = values ? std::make_shared<zmq::message_t>(std::move(*values))
+                    : std::make_shared<zmq::message_t>();
+  waiting_[l].push_back(std::move(r));
+  assemble();
+}
+
+// One submission from every local rank makes an op.
+void IpcServer::assemble() {
+  while (true) {
+    for (const auto& queue : waiting_)
+      if (queue.empty()) return arm_stall_timer();
+    OpJob job;
+    job.id = next_job_++;
+    std::vector<Request> requests;
+    for (auto& queue : waiting_) {
+      requests.push_back(std::move(queue.front()));
+      queue.pop_front();
+    }
+    job.manifest = requests[0].manifest;
+    job.method = requests[0].method;
+    for (std::size_t l = 1; l < requests.size() && !job.failure; ++l) {
+      const std::string diff = collective::manifest_difference(
+          requests[0].manifest, rank_name(0), requests[l].manifest, rank_name(l));
+      if (!diff.empty()) job.failure = Failure{ErrorCode::manifest_mismatch, "manifest mismatch: " + diff};
+    }
+    if (!job.failure)
+      for (const Request& r : requests) job.values.push_back(r.values);
+    running_ops_.emplace(job.id, std::move(requests));
+    worker_.submit(std::move(job));
+  }
+}
+
+void IpcServer::arm_stall_timer() {
+  const Clock::time_point deadline = stall_deadline();
+  if (deadline == Clock::time_point::max()) {
+    stall_timer_.cancel();
+    return;
+  }
+  stall_timer_.expires_at(deadline);
+  stall_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && running_) on_stall();
+  });
+}
+
+// Some local ranks submitted, others did not within the timeout: the op
+// fails on every rank of the ring, naming the late ones.
+void IpcServer::on_stall() {
+  std::string late;
+  for (std::size_t l = 0; l < waiting_.size(); ++l)
+    if (waiting_[l].empty()) late += (late.empty() ? "" : ", ") + rank_name(l);
+  if (late.empty()) return assemble();
+  if (Clock::now() < stall_deadline()) return arm_stall_timer();
+  const std::string text = late + " did not submit the op within " +
+                           std::to_string(config_.timeout.count()) +
+                           " ms, while other ranks of the node did";
+  OpJob job;
+  job.id = next_job_++;
+  job.failure = Failure{ErrorCode::timeout, text};
+  std::vector<Request> requests;
+  for (std::size_t l = 0; l < waiting_.size(); ++l) {
+    if (waiting_[l].empty()) {
+      owes_[l] = "op abandoned: " + text;
+      continue;
+    }
+    requests.push_back(std::move(waiting_[l].front()));
+    waiting_[l].pop_front();
+  }
+  job.manifest = requests.front().manifest;
+  job.method = requests.front().method;
+  running_ops_.emplace(job.id, std::move(requests));
+  log_warn(text);
+  worker_.submit(std::move(job));  // the ring learns why, and fails the op everywhere
+  arm_stall_timer();
+}
+
+IpcServer::Clock::time_point IpcServer::stall_deadline() const {
+  std::optional<Clock::time_point> oldest;
+  for (const auto& queue : waiting_)
+    if (!queue.empty() && (!oldest || queue.front().at < *oldest)) oldest = queue.front().at;
+  return oldest ? *oldest + config_.timeout : Clock::time_point::max();
+}
+
+void IpcServer::arm_keepalive() {
+  keepalive_timer_.expires_after(config_.heartbeat);
+  keepalive_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !running_) return;
+    wire::IpcHeader alive;
+    alive.kind = wire::IpcKind::keepalive;
+    for (const auto& queue : waiting_)
+      for (const Request& r : queue) {
+        alive.request = r.id;
+        send(r.client, alive);
+      }
+    for (const auto& [job, requests] : running_ops_)
+      for (const Request& r : requests) {
+        alive.request = r.id;
+        send(r.client, alive);
+      }
+    arm_keepalive();
+  });
+}
+
+// --- answers -------------------------------------------------------------------
+
+void IpcServer::on_op_done(OpDone done) {
+  auto it = running_ops_.find(done.id);
+  if (it == running_ops_.end()) return;  // stopped meanwhile
+  std::vector<Request> requests = std::move(it->second);
+  running_ops_.erase(it);
+  if (done.failure) {
+    ++stats_.ops_failed;
+    stats_.last_error = done.failure->text;
+    log_warn("op " + std::to_string(done.op) + " failed: " + done.failure->text);
+    for (const Request& r : requests) send_error(r.client, r.id, done.failure->code, done.failure->text);
+    return;
+  }
+  const std::uint64_t dense = requests.front().manifest.elements() * sizeof(float);
+  auto& method = stats_.methods[requests.front().manifest.method];
+  ++method.ops;
+  method.wire_bytes += done.wire_bytes;
+  method.dense_bytes += dense;
+  ++stats_.ops_done;
+  log_debug("op " + std::to_string(done.op) + " done: " + requests.front().manifest.method + ", " +
+            std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
+            std::to_string(done.wire_bytes) + " bytes on the ring");
+  for (const Request& r : requests) {
+    wire::IpcHeader result;
+    result.kind = wire::IpcKind::result;
+    result.request = r.id;
+    result.op = done.op;
+    result.wire_bytes = done.wire_bytes;
+    result.dense_bytes = dense;
+    send(r.client, result, share(done.values, done.elements));
+  }
+}
+
+void IpcServer::on_ring_state(const RingState& state) {
+  if (state.up && !stats_.ring.up) log_info("ring up (generation " + std::to_string(state.generation) + ")");
+  if (!state.up && stats_.ring.up) log_warn("ring down: " + state.reason);
+  if (state.dropped > stats_.ring.dropped)
+    log_debug(std::to_string(state.dropped - stats_.ring.dropped) + " ring messages dropped");
+  stats_.ring = state;
+}
+
+void IpcServer::on_status(const std::string& client, const wire::IpcHeader& header) {
+  wire::IpcHeader reply;
+  reply.kind = wire::IpcKind::status;
+  reply.request = header.request;
+  std::string json = "{\"node\":\"" + config_.self + "\",\"ring_up\":" +
+                     (stats_.ring.up ? "true" : "false") +
+                     ",\"generation\":" + std::to_string(stats_.ring.generation) +
+                     ",\"ops_done\":" + std::to_string(stats_.ops_done) +
+                     ",\"ops_failed\":" + std::to_string(stats_.ops_failed) +
+                     ",\"dropped\":" + std::to_string(stats_.ring.dropped) + "}";
+  reply.text = json;
+  send(client, reply);
+}
+
+void IpcServer::send(const std::string& client, const wire::IpcHeader& header,
+                     std::optional<zmq::message_t> values) {
+  if (!running_) return;
+  const std::vector<std::uint8_t> bytes = wire::encode_ipc_header(header);
+  try {
+    if (!socket_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      log_warn("a client reads too slowly: an answer to it was dropped");
+      return;
+    }
+    socket_.send(zmq::buffer(bytes.data(), bytes.size()),
+                 values ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (values) socket_.send(std::move(*values), zmq::send_flags::none);
+  } catch (const zmq::error_t& e) {
+    log_debug("could not answer a client (" + std::string(e.what()) + "): it has gone");
+  }
+  // Sending can swallow the edge of ZMQ_FD: look for input again.
+  boost::asio::post(io_, [this] { drain(); });
+}
+
+void IpcServer::send_error(const std::string& client, std::uint64_t id, ErrorCode code,
+                           const std::string& text) {
+  wire::IpcHeader error;
+  error.kind = wire::IpcKind::error;
+  error.request = id;
+  error.error_code = static_cast<std::uint32_t>(code);
+  error.text = text;
+  send(client, error);
+}
+
+}  // namespace zring::daemon

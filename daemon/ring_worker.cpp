@@ -1,0 +1,229 @@
+#include "ring_worker.hpp"
+
+#include <cstring>
+
+#include "codec/error_feedback.hpp"
+#include "collective/allreduce_op.hpp"
+#include "log.hpp"
+#include "transport/zmq_ring.hpp"
+
+namespace zring::daemon {
+namespace {
+
+using collective::Clock;
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+transport::ZmqRingOptions ring_options(const RingConfig& config) {
+  transport::ZmqRingOptions options;
+  for (const NodeConfig& node : config.nodes) {
+    options.names.push_back(node.name);
+    options.addresses.push_back(node.address);
+  }
+  options.self = config.self_index;
+  options.timeout = config.timeout;
+  options.heartbeat = config.heartbeat;
+  options.max_message_bytes = config.max_message_bytes;
+  return options;
+}
+
+}  // namespace
+
+struct RingWorker::Ring {
+  Ring(zmq::context_t& context, const RingConfig& config, const std::string& wake_endpoint)
+      : ring(context, ring_options(config)), wake_in(context, zmq::socket_type::pair),
+        residuals(config.local_ranks) {
+    wake_in.set(zmq::sockopt::linger, 0);
+    wake_in.bind(wake_endpoint);
+  }
+  transport::ZmqRing ring;
+  zmq::socket_t wake_in;
+  std::vector<codec::ErrorFeedback> residuals;  // per local rank
+  std::optional<Clock::time_point> waiting_since;  // the front job waits for the ring
+  RingState reported;
+};
+
+RingWorker::RingWorker(zmq::context_t& context, const RingConfig& config,
+                       std::function<void(OpDone)> on_done, std::function<void(RingState)> on_state)
+    : context_(context), config_(config), on_done_(std::move(on_done)),
+      on_state_(std::move(on_state)), wake_out_(context, zmq::socket_type::pair),
+      wake_endpoint_("inproc://zringd-wake-" + std::to_string(reinterpret_cast<std::uintptr_t>(this))) {}
+
+RingWorker::~RingWorker() { stop(); }
+
+void RingWorker::start() {
+  ring_ = std::make_unique<Ring>(context_, config_, wake_endpoint_);
+  ring_->ring.set_interrupt(&stopping_);
+  wake_out_.set(zmq::sockopt::linger, 0);
+  wake_out_.connect(wake_endpoint_);
+  thread_ = std::thread([this] { run(); });
+}
+
+void RingWorker::stop() noexcept {
+  stopping_ = true;
+  if (thread_.joinable()) {
+    try {
+      wake_out_.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
+    } catch (...) {
+    }
+    thread_.join();
+  }
+  ring_.reset();
+  wake_out_.close();
+}
+
+void RingWorker::submit(OpJob job) {
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(std::move(job));
+  }
+  (void)wake_out_.send(zmq::str_buffer("job"), zmq::send_flags::dontwait);
+}
+
+void RingWorker::run() noexcept {
+  try {
+    loop();
+  } catch (const std::exception& e) {
+    log_error(std::string("ring thread stopped: ") + e.what());
+  }
+  // Whatever is still queued will never run: answer it.
+  std::lock_guard lock(mutex_);
+  for (OpJob& job : jobs_) {
+    if (job.reset_rank) continue;
+    OpDone done;
+    done.id = job.id;
+    done.failure = Failure{ErrorCode::aborted, "zringd is shutting down"};
+    on_done_(std::move(done));
+  }
+  jobs_.clear();
+}
+
+void RingWorker::loop() {
+  Ring& r = *ring_;
+  while (!stopping_) {
+    report_state();
+    std::optional<OpJob> job = take_ready_job();
+    if (job && job->reset_rank) {
+      r.residuals.at(*job->reset_rank).clear();
+    } else if (job && r.ring.up()) {
+      execute(*job);
+    } else if (job) {  // waited a whole timeout for the ring to come up
+      OpDone done;
+      done.id = job->id;
+      done.failure = Failure{ErrorCode::peer_lost, "the ring is not up after " +
+                                                       std::to_string(config_.timeout.count()) +
+                                                       " ms: " + r.ring.down_reason()};
+      on_done_(std::move(done));
+    } else {
+      auto until = Clock::now() + std::chrono::seconds(1);
+      if (r.waiting_since) until = std::min(until, *r.waiting_since + config_.timeout);
+      r.ring.service(until, &r.wake_in);
+      zmq::message_t ignored;
+      while (r.wake_in.recv(ignored, zmq::recv_flags::dontwait)) {
+      }
+    }
+  }
+}
+
+// The next job to act on: a reset, an op when the ring is up, or an op that
+// has waited a whole timeout for the ring (to be failed). Otherwise none,
+// and waiting_since marks how long the first op has been waiting.
+std::optional<OpJob> RingWorker::take_ready_job() {
+  Ring& r = *ring_;
+  std::lock_guard lock(mutex_);
+  if (jobs_.empty()) return std::nullopt;
+  const bool waited_enough = r.waiting_since && Clock::now() - *r.waiting_since >= config_.timeout;
+  if (jobs_.front().reset_rank || r.ring.up() || waited_enough) {
+    if (!jobs_.front().reset_rank) r.waiting_since.reset();
+    OpJob job = std::move(jobs_.front());
+    jobs_.pop_front();
+    return job;
+  }
+  if (!r.waiting_since) r.waiting_since = Clock::now();
+  return std::nullopt;
+}
+
+void RingWorker::report_state() {
+  Ring& r = *ring_;
+  const transport::RingCounters& c = r.ring.counters();
+  RingState state{r.ring.up(), r.ring.down_reason(), r.ring.generation(), c.dropped, c.malformed};
+  if (state.up == r.reported.up && state.generation == r.reported.generation &&
+      state.reason == r.reported.reason && state.dropped == r.reported.dropped)
+    return;
+  r.reported = state;
+  on_state_(state);
+}
+
+void RingWorker::execute(OpJob& job) {
+  Ring& r = *ring_;
+  OpDone done;
+  done.id = job.id;
+  collective::OpInput input;
+  input.manifest = job.manifest;
+  input.method = job.method;
+  const std::size_t elements = job.manifest.elements();
+  std::vector<std::vector<float>> aligned;  // copies of values ZeroMQ left misaligned
+  for (const auto& msg : job.values) {
+    const auto* p = msg->data<std::uint8_t>();
+    if (msg->size() != elements * sizeof(float)) {
+      job.failure = Failure{ErrorCode::internal, "values frame of the wrong size reached the ring"};
+      break;
+    }
+    if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0) {
+      input.ranks.push_back(reinterpret_cast<const float*>(p));
+      continue;
+    }
+    auto& copy = aligned.emplace_back(elements);
+    std::memcpy(copy.data(), p, elements * sizeof(float));
+    input.ranks.push_back(copy.data());
+  }
+  if (job.failure) {
+    input.ranks.clear();
+    input.error = job.failure->text;
+    input.error_code = static_cast<int>(job.failure->code);
+  }
+  try {
+    done.op = r.ring.begin_op();
+  } catch (const Error& e) {
+    done.failure = Failure{e.code(), e.what()};
+    on_done_(std::move(done));
+    return;
+  }
+  collective::OpContext context;
+  context.world_size = config_.world_size();
+  context.local_ranks = config_.local_ranks;
+  context.op_seed = mix(r.ring.generation() ^ mix(done.op));
+  context.op_number = done.op;
+  context.ring.chunk_bytes = config_.chunk_bytes;
+  context.ring.timeout = config_.timeout;
+  const bool feedback = input.method.has_error_feedback() && input.error.empty();
+  std::vector<codec::ErrorFeedback> saved;
+  if (feedback) saved = r.residuals;  // a failed op must not eat what it did not send
+  try {
+    collective::OpOutput out = collective::run_allreduce(r.ring, context, input, r.residuals);
+    r.ring.end_op(std::nullopt);
+    done.values = std::move(out.values);
+    done.elements = out.elements;
+    done.wire_bytes = out.stats.bytes_sent;
+  } catch (const collective::AgreedFailure& e) {
+    r.ring.end_op(transport::ZmqRing::Failure{e.code(), e.what(), true});
+    done.failure = Failure{e.code(), e.what()};
+  } catch (const Error& e) {
+    if (feedback) r.residuals = std::move(saved);
+    r.ring.end_op(transport::ZmqRing::Failure{e.code(), e.what(), false});
+    done.failure = Failure{e.code(), e.what()};
+  } catch (const std::exception& e) {
+    if (feedback) r.residuals = std::move(saved);
+    const std::string text = std::string("op failed inside zringd: ") + e.what();
+    r.ring.end_op(transport::ZmqRing::Failure{ErrorCode::internal, text, false});
+    done.failure = Failure{ErrorCode::internal, text};
+  }
+  on_done_(std::move(done));
+}
+
+}  // namespace zring::daemon

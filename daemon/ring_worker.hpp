@@ -1,0 +1,102 @@
+// ring_worker.hpp - the daemon's ring thread (daemon-internal).
+//
+// Owns the ring's ZeroMQ sockets and runs, one at a time, the ops the IPC
+// side hands it; between ops it keeps the ring's membership protocol going.
+// Jobs arrive through submit() (any thread); results leave through the
+// on_done / on_state callbacks, called on the ring thread (the daemon
+// posts them to its io_context). No exception leaves the thread: failures
+// travel as values.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include <zring/compression.hpp>
+#include <zring/config.hpp>
+#include <zring/error.hpp>
+
+#include "collective/manifest.hpp"
+
+namespace zring::daemon {
+
+struct Failure {
+  ErrorCode code = ErrorCode::internal;
+  std::string text;
+};
+
+// One all-reduce of this node's local ranks, or a request to forget a local
+// rank's error-feedback residuals (a new process took the rank).
+struct OpJob {
+  std::uint64_t id = 0;
+  collective::Manifest manifest;
+  CompressionMethod method;
+  // Per local rank, the fused float32 values (a ZeroMQ message kept alive).
+  std::vector<std::shared_ptr<zmq::message_t>> values;
+  std::optional<Failure> failure;          // the node cannot take part in this op
+  std::optional<std::size_t> reset_rank;   // a reset job, not an op
+};
+
+struct OpDone {
+  std::uint64_t id = 0;
+  std::uint64_t op = 0;
+  std::shared_ptr<float[]> values;         // averaged, manifest order
+  std::size_t elements = 0;
+  std::uint64_t wire_bytes = 0;            // what this node put on the ring
+  std::optional<Failure> failure;
+};
+
+struct RingState {
+  bool up = false;
+  std::string reason;                      // why not up
+  std::uint64_t generation = 0;
+  std::uint64_t dropped = 0;
+  std::uint64_t malformed = 0;
+};
+
+class RingWorker {
+ public:
+  RingWorker(zmq::context_t& context, const RingConfig& config,
+             std::function<void(OpDone)> on_done, std::function<void(RingState)> on_state);
+  ~RingWorker();
+  RingWorker(const RingWorker&) = delete;
+  RingWorker& operator=(const RingWorker&) = delete;
+
+  // Binds the ring socket (throws zring::Error if it cannot) and starts the thread.
+  void start();
+  // Aborts a running op, stops the thread and closes the sockets. Idempotent.
+  void stop() noexcept;
+  // Queues a job (call from one thread: the daemon's io thread).
+  void submit(OpJob job);
+
+ private:
+  void run() noexcept;
+  void loop();
+  std::optional<OpJob> take_ready_job();
+  void report_state();
+  void execute(OpJob& job);
+
+  zmq::context_t& context_;
+  const RingConfig& config_;
+  std::function<void(OpDone)> on_done_;
+  std::function<void(RingState)> on_state_;
+  zmq::socket_t wake_out_;  // submit() side of the wake-up pair
+  std::string wake_endpoint_;
+  std::mutex mutex_;
+  std::deque<OpJob> jobs_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+  struct Ring;
+  std::unique_ptr<Ring> ring_;  // lives on the thread after start()
+};
+
+}  // namespace zring::daemon

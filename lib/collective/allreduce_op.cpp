@@ -1,0 +1,144 @@
+#include "collective/allreduce_op.hpp"
+
+#include <string>
+
+#include <zring/error.hpp>
+
+#include "collective/plan.hpp"
+#include "collective/ring_allgather.hpp"
+#include "wire/ring_wire.hpp"
+
+namespace zring::collective {
+namespace {
+
+std::unique_ptr<MethodPlan> make_plan(PlanInputs& in) {
+  switch (in.input.method.kind()) {
+    case CompressionKind::none:
+    case CompressionKind::fp16:
+    case CompressionKind::bf16: return make_dense_plan(in);
+    case CompressionKind::quantization:
+    case CompressionKind::signsgd: return make_affine_plan(in);
+    case CompressionKind::randomk: return make_randomk_plan(in);
+    case CompressionKind::topk:
+    case CompressionKind::threshold: return make_sparse_plan(in);
+  }
+  throw Error(ErrorCode::internal, "no plan for method " + in.input.method.to_string());
+}
+
+std::vector<std::size_t> offsets_of(const Manifest& manifest) {
+  std::vector<std::size_t> offsets{0};
+  for (const TensorSpec& t : manifest.tensors) offsets.push_back(offsets.back() + t.numel);
+  return offsets;
+}
+
+// With error feedback, what is compressed is g + residual.
+std::vector<std::vector<float>> corrected_inputs(PlanInputs& in) {
+  std::vector<std::vector<float>> store;
+  if (!in.feedback()) {
+    in.x = in.input.ranks;
+    return store;
+  }
+  const auto& tensors = in.input.manifest.tensors;
+  for (std::size_t l = 0; l < in.input.ranks.size(); ++l) {
+    std::vector<float>& c = store.emplace_back(in.elements());
+    for (std::size_t t = 0; t < tensors.size(); ++t) {
+      const std::size_t off = in.offsets[t];
+      in.residuals[l].corrected(tensors[t].name, in.input.ranks[l] + off,
+                                in.offsets[t + 1] - off, c.data() + off);
+    }
+  }
+  for (auto& c : store) in.x.push_back(c.data());
+  return store;
+}
+
+std::vector<NodeSummary> exchange_summaries(RingLink& link, const OpContext& context,
+                                            const NodeSummary& mine, RingStats& stats) {
+  const std::vector<std::uint8_t> encoded = wire::encode_summary(mine);
+  std::vector<Bytes> blobs = ring_allgather(link, Phase::manifest,
+                                            Bytes::copy_of(encoded.data(), encoded.size()), {},
+                                            context.ring, stats);
+  std::vector<NodeSummary> summaries;
+  for (std::size_t n = 0; n < blobs.size(); ++n) {
+    try {
+      summaries.push_back(wire::decode_summary(blobs[n].data(), blobs[n].size()));
+    } catch (const Error& e) {
+      throw Error(ErrorCode::malformed_message, "op " + std::to_string(context.op_number) + ": " +
+                                                    link.describe(n) +
+                                                    " sent a summary that does not decode: " +
+                                                    e.what());
+    }
+  }
+  return summaries;
+}
+
+// Every node reaches the same verdict from the same summaries.
+void check_summaries(const RingLink& link, const OpContext& context,
+                     const std::vector<NodeSummary>& summaries) {
+  const std::string op = "op " + std::to_string(context.op_number) + ": ";
+  for (std::size_t n = 0; n < summaries.size(); ++n) {
+    if (!summaries[n].error.empty()) {
+      const auto code = static_cast<ErrorCode>(summaries[n].error_code);
+      throw AgreedFailure(code, op + ranks_of(link, n, context.local_ranks) +
+                                    " could not take part: " + summaries[n].error);
+    }
+  }
+  for (std::size_t n = 1; n < summaries.size(); ++n) {
+    const std::string diff =
+        manifest_difference(summaries[0].manifest, ranks_of(link, 0, context.local_ranks),
+                            summaries[n].manifest, ranks_of(link, n, context.local_ranks));
+    if (!diff.empty())
+      throw AgreedFailure(ErrorCode::manifest_mismatch, op + "manifest mismatch: " + diff);
+  }
+}
+
+}  // namespace
+
+std::string ranks_of(const RingLink& link, std::size_t node, std::size_t local_ranks) {
+  const std::size_t first = node * local_ranks;
+  const std::string ranks = local_ranks == 1
+                                ? "rank " + std::to_string(first)
+                                : "ranks " + std::to_string(first) + "-" +
+                                      std::to_string(first + local_ranks - 1);
+  return ranks + " (" + link.describe(node) + ")";
+}
+
+void PlanInputs::update_feedback(std::size_t l, const float* decoded) {
+  if (!feedback()) return;
+  const auto& specs = input.manifest.tensors;
+  for (std::size_t t = 0; t < specs.size(); ++t) {
+    const std::size_t off = offsets[t];
+    residuals[l].update(specs[t].name, x[l] + off, decoded + off, offsets[t + 1] - off);
+  }
+}
+
+void divide(float* result, std::size_t n, std::size_t divisor) noexcept {
+  const float d = static_cast<float>(divisor);
+  for (std::size_t i = 0; i < n; ++i) result[i] /= d;
+}
+
+OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& input,
+                       std::vector<codec::ErrorFeedback>& residuals) {
+  OpOutput out;
+  PlanInputs in{link, context, input, residuals, out.stats, offsets_of(input.manifest), {}};
+  NodeSummary mine;
+  mine.manifest = input.manifest;
+  mine.error = input.error;
+  mine.error_code = static_cast<std::uint8_t>(input.error_code);
+  std::unique_ptr<MethodPlan> plan;
+  std::vector<std::vector<float>> corrected;
+  if (input.error.empty()) {
+    if (input.ranks.size() != context.local_ranks || residuals.size() != context.local_ranks)
+      throw Error(ErrorCode::internal, "run_allreduce: one contribution per local rank expected");
+    corrected = corrected_inputs(in);
+    plan = make_plan(in);
+    plan->prepare(mine);
+  }
+  const std::vector<NodeSummary> summaries = exchange_summaries(link, context, mine, out.stats);
+  check_summaries(link, context, summaries);
+  out.elements = in.elements();
+  out.values = std::shared_ptr<float[]>(new float[out.elements == 0 ? 1 : out.elements]);
+  plan->execute(summaries, out.values.get());
+  return out;
+}
+
+}  // namespace zring::collective

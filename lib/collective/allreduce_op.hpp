@@ -1,0 +1,73 @@
+// allreduce_op.hpp - one compressed all-reduce, from a node's point of view.
+//
+// The node holds the contributions of its local ranks (ranks
+// first_rank .. first_rank + L - 1 of the world). The op:
+//   1. prepares the local contributions (error feedback, statistics, the
+//      randomk sample, sparse payloads);
+//   2. exchanges a NodeSummary with every node (ring all-gather) and checks
+//      that all manifests agree: otherwise every node throws the same
+//      manifest_mismatch naming the first difference and the ranks;
+//   3. moves the data with the schedule that keeps the aggregation contract
+//      for the method (DESIGN.md): ring reduce-scatter + all-gather of
+//      float32 sums, 16-bit sums, or exact sums of affine codes on a shared
+//      grid; for topk/threshold an all-gather of every rank's payload;
+//   4. returns (1/W) * sum over ranks of D(C_r(g_r)): the same bits on every node.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zring/compression.hpp>
+#include <zring/error.hpp>
+
+#include "codec/error_feedback.hpp"
+#include "collective/link.hpp"
+#include "collective/manifest.hpp"
+#include "collective/ring_allreduce.hpp"
+
+namespace zring::collective {
+
+// A failure every node of the ring reaches by itself, from the same
+// summaries (manifest mismatch, a node that cannot take part): the ring
+// stays in step, no abort is needed.
+class AgreedFailure : public Error {
+ public:
+  using Error::Error;
+};
+
+struct OpInput {
+  Manifest manifest;          // method text and tensors, as every rank must submit
+  CompressionMethod method;   // parsed manifest.method
+  // Per local rank: the fused values of all tensors in manifest order
+  // (manifest.elements() floats), or nullptr when the node fails the op.
+  std::vector<const float*> ranks;
+  std::string error;          // non-empty: this node cannot take part (says why)
+  int error_code = 0;         // its zring::ErrorCode
+};
+
+struct OpContext {
+  std::size_t world_size = 1;   // nodes x local ranks
+  std::size_t local_ranks = 1;
+  std::uint64_t op_seed = 0;    // the same on every node for this op (randomk)
+  std::uint64_t op_number = 0;  // for messages
+  RingOptions ring;
+};
+
+struct OpOutput {
+  std::shared_ptr<float[]> values;  // manifest.elements() averaged values
+  std::size_t elements = 0;
+  RingStats stats;                  // bytes this node put on the ring
+};
+
+// Runs the op. residuals holds one ErrorFeedback per local rank and is
+// updated when the method has error feedback. Throws zring::Error.
+OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& input,
+                       std::vector<codec::ErrorFeedback>& residuals);
+
+// "ranks 2-3 (node b)" for the ranks of node `node`.
+std::string ranks_of(const RingLink& link, std::size_t node, std::size_t local_ranks);
+
+}  // namespace zring::collective

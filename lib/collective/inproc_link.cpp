@@ -1,0 +1,90 @@
+#include "collective/inproc_link.hpp"
+
+#include <string>
+
+#include <zring/error.hpp>
+
+namespace zring::collective {
+
+struct InprocRing::Inbox {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<Message> messages;
+  std::string aborted;
+};
+
+class InprocRing::Link final : public RingLink {
+ public:
+  Link(InprocRing& ring, std::size_t node) : ring_(ring), node_(node) {}
+  std::size_t node() const noexcept override { return node_; }
+  std::size_t nodes() const noexcept override { return ring_.nodes(); }
+  std::string describe(std::size_t node) const override {
+    return "node " + std::to_string(node);
+  }
+
+  void send(const ChunkTag& tag, Bytes payload) override {
+    Message msg{tag, std::move(payload)};
+    std::vector<Message> out;
+    {
+      std::lock_guard lock(ring_.filter_mutex_);
+      if (ring_.filter_) out = ring_.filter_(node_, msg);
+      else out.push_back(std::move(msg));
+    }
+    for (Message& m : out) ring_.inject((node_ + 1) % nodes(), std::move(m));
+  }
+
+  Message recv(Deadline deadline) override {
+    Inbox& inbox = *ring_.inboxes_[node_];
+    std::unique_lock lock(inbox.mutex);
+    const bool ready = inbox.ready.wait_until(
+        lock, deadline, [&] { return !inbox.messages.empty() || !inbox.aborted.empty(); });
+    if (!inbox.aborted.empty()) throw Error(ErrorCode::aborted, inbox.aborted);
+    if (!ready) {
+      throw Error(ErrorCode::timeout, "node " + std::to_string(node_) +
+                                          ": timed out waiting for node " +
+                                          std::to_string((node_ + nodes() - 1) % nodes()));
+    }
+    Message msg = std::move(inbox.messages.front());
+    inbox.messages.pop_front();
+    return msg;
+  }
+
+ private:
+  InprocRing& ring_;
+  std::size_t node_;
+};
+
+InprocRing::InprocRing(std::size_t nodes) {
+  for (std::size_t i = 0; i < nodes; ++i) inboxes_.push_back(std::make_unique<Inbox>());
+  for (std::size_t i = 0; i < nodes; ++i) links_.push_back(std::make_unique<Link>(*this, i));
+}
+
+InprocRing::~InprocRing() = default;
+
+RingLink& InprocRing::link(std::size_t node) { return *links_.at(node); }
+
+void InprocRing::set_filter(Filter filter) {
+  std::lock_guard lock(filter_mutex_);
+  filter_ = std::move(filter);
+}
+
+void InprocRing::inject(std::size_t node, Message msg) {
+  Inbox& inbox = *inboxes_.at(node);
+  {
+    std::lock_guard lock(inbox.mutex);
+    inbox.messages.push_back(std::move(msg));
+  }
+  inbox.ready.notify_one();
+}
+
+void InprocRing::abort_all(const std::string& why) {
+  for (auto& inbox : inboxes_) {
+    {
+      std::lock_guard lock(inbox->mutex);
+      inbox->aborted = why;
+    }
+    inbox->ready.notify_all();
+  }
+}
+
+}  // namespace zring::collective

@@ -1,0 +1,114 @@
+// link.hpp - what a ring collective sees of the network (internal).
+//
+// A collective never touches a socket. It sends messages to its ring
+// successor and receives messages from its ring predecessor through a
+// RingLink; the ZeroMQ transport (lib/transport) and the in-process
+// transport (inproc_link.hpp, for unit tests) both implement it. Messages are
+// told apart by their header (phase, segment/origin, chunk, hop), never by
+// arrival order alone, so a stray or duplicated message is recognised and
+// dropped rather than summed.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zring::collective {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+// The phase of an op a data message belongs to.
+enum class Phase : std::uint8_t {
+  manifest = 1,  // all-gather of each node's manifest, statistics, sizes
+  reduce = 2,    // reduce-scatter: partial sums travelling to their owner
+  gather = 3,    // all-gather of reduced segments
+  blobs = 4,     // all-gather of each node's compressed payloads (sparse methods)
+};
+
+// Identifies one data message within an op. The transport adds and checks
+// version, ring generation, op sequence and sender.
+struct ChunkTag {
+  Phase phase = Phase::manifest;
+  std::uint32_t segment = 0;  // reduce/gather: segment; manifest/blobs: origin node
+  std::uint32_t chunk = 0;    // chunk within the segment or blob
+  std::uint32_t hop = 0;      // how many nodes the message has passed through
+
+  friend bool operator==(const ChunkTag& a, const ChunkTag& b) {
+    return a.phase == b.phase && a.segment == b.segment && a.chunk == b.chunk && a.hop == b.hop;
+  }
+};
+
+// Bytes that keep whatever owns them alive (a ZeroMQ message, a vector...),
+// so payloads are handed along without copies.
+class Bytes {
+ public:
+  Bytes() = default;
+  Bytes(const std::uint8_t* data, std::size_t size, std::shared_ptr<const void> owner)
+      : data_(data), size_(size), owner_(std::move(owner)) {}
+  static Bytes copy_of(const void* data, std::size_t size);
+  static Bytes take(std::shared_ptr<std::vector<std::uint8_t>> buffer);
+
+  [[nodiscard]] const std::uint8_t* data() const noexcept { return data_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  [[nodiscard]] const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
+
+ private:
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::shared_ptr<const void> owner_;
+};
+
+struct Message {
+  ChunkTag tag;
+  Bytes payload;
+};
+
+// One node's view of the ring for the duration of an op.
+class RingLink {
+ public:
+  virtual ~RingLink() = default;
+  [[nodiscard]] virtual std::size_t node() const noexcept = 0;   // this node's index
+  [[nodiscard]] virtual std::size_t nodes() const noexcept = 0;  // ring size
+  // Describes node i for error messages ("node 'b' (index 1)").
+  [[nodiscard]] virtual std::string describe(std::size_t node) const = 0;
+
+  // Queues a message for the successor; never blocks on the network.
+  virtual void send(const ChunkTag& tag, Bytes payload) = 0;
+  // The next message of the current op from the predecessor. Throws
+  // zring::Error(timeout) naming the predecessor when none arrives before
+  // deadline, or another zring::Error when the op is aborted.
+  virtual Message recv(Deadline deadline) = 0;
+};
+
+}  // namespace zring::collective
+
+namespace zring::collective {
+
+// A writable buffer whose bytes can be handed to a RingLink without a copy.
+// The bytes are not initialised.
+struct OwnedBuffer {
+  std::shared_ptr<std::uint8_t[]> data;
+  std::size_t size = 0;
+  [[nodiscard]] Bytes bytes() const { return Bytes(data.get(), size, data); }
+};
+[[nodiscard]] OwnedBuffer allocate(std::size_t size);
+
+// What a collective did on the wire, and what it threw away.
+struct RingStats {
+  std::uint64_t bytes_sent = 0;     // payload bytes this node sent
+  std::uint64_t messages_sent = 0;
+  std::uint64_t dropped = 0;        // unexpected, duplicate or malformed messages
+  std::string last_drop;            // why the last one was dropped
+  void drop(std::string why) {
+    ++dropped;
+    last_drop = std::move(why);
+  }
+};
+
+}  // namespace zring::collective

@@ -1,0 +1,52 @@
+// plan.hpp - the per-method half of an all-reduce op (internal).
+//
+// A plan prepares what the other nodes must learn before the data moves
+// (statistics, sizes) and then moves the data with the schedule that keeps
+// the aggregation contract for its method.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "codec/codec.hpp"
+#include "collective/allreduce_op.hpp"
+
+namespace zring::collective {
+
+// What every plan works from.
+struct PlanInputs {
+  RingLink& link;
+  const OpContext& op;
+  const OpInput& input;
+  std::vector<codec::ErrorFeedback>& residuals;
+  RingStats& stats;
+  std::vector<std::size_t> offsets;  // tensor t spans [offsets[t], offsets[t+1])
+  std::vector<const float*> x;       // per local rank: the values to compress
+                                     // (error-corrected when the method has feedback)
+
+  [[nodiscard]] std::size_t elements() const noexcept { return offsets.back(); }
+  [[nodiscard]] std::size_t tensors() const noexcept { return offsets.size() - 1; }
+  [[nodiscard]] bool feedback() const noexcept { return input.method.has_error_feedback(); }
+  // With error feedback: residual of local rank l = x[l] - decoded, per tensor.
+  void update_feedback(std::size_t l, const float* decoded);
+};
+
+class MethodPlan {
+ public:
+  virtual ~MethodPlan() = default;
+  // Before the summaries are exchanged: what this node tells the others.
+  virtual void prepare(NodeSummary& summary) = 0;
+  // After every summary agrees: the average into result (elements() floats).
+  virtual void execute(const std::vector<NodeSummary>& summaries, float* result) = 0;
+};
+
+std::unique_ptr<MethodPlan> make_dense_plan(PlanInputs& in);    // none, fp16, bf16
+std::unique_ptr<MethodPlan> make_affine_plan(PlanInputs& in);   // quantization, signsgd
+std::unique_ptr<MethodPlan> make_randomk_plan(PlanInputs& in);  // randomk
+std::unique_ptr<MethodPlan> make_sparse_plan(PlanInputs& in);   // topk, threshold
+
+// result[i] /= divisor for n values.
+void divide(float* result, std::size_t n, std::size_t divisor) noexcept;
+
+}  // namespace zring::collective

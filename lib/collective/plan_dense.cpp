@@ -1,0 +1,74 @@
+// The dense methods: none (float32 sums) and fp16 / bf16 (16-bit partial
+// sums, rounded at every hop: the one documented exception to exactness).
+#include <vector>
+
+#include "collective/plan.hpp"
+
+namespace zring::collective {
+namespace {
+
+class DensePlan final : public MethodPlan {
+ public:
+  explicit DensePlan(PlanInputs& in) : in_(in), kind_(in.input.method.kind()) {}
+
+  void prepare(NodeSummary&) override {}
+
+  void execute(const std::vector<NodeSummary>&, float* result) override {
+    const std::size_t n = in_.elements();
+    const float* local = local_sum(n);
+    if (kind_ == CompressionKind::none) {
+      ring_allreduce(in_.link, FloatLane{}, local, result, n, in_.op.ring, in_.stats);
+    } else {
+      HalfLane lane;
+      lane.bf16 = kind_ == CompressionKind::bf16;
+      ring_allreduce(in_.link, lane, local, result, n, in_.op.ring, in_.stats);
+    }
+    divide(result, n, in_.op.world_size);
+  }
+
+ private:
+  // The node's contribution: the sum over local ranks of D(C(x)). One
+  // uncompressed rank is used in place, without a copy.
+  const float* local_sum(std::size_t n) {
+    const std::size_t ranks = in_.x.size();
+    if (ranks == 1 && kind_ == CompressionKind::none) {
+      if (in_.feedback()) in_.update_feedback(0, in_.x[0]);  // nothing is dropped
+      return in_.x[0];
+    }
+    sum_.assign(n, 0.0f);
+    std::vector<float> decoded(n);
+    for (std::size_t l = 0; l < ranks; ++l) {
+      round_trip(in_.x[l], n, decoded.data());
+      for (std::size_t i = 0; i < n; ++i) sum_[i] += decoded[i];
+      in_.update_feedback(l, decoded.data());
+    }
+    return sum_.data();
+  }
+
+  void round_trip(const float* x, std::size_t n, float* out) const {
+    if (kind_ == CompressionKind::none) {
+      std::copy(x, x + n, out);
+      return;
+    }
+    std::vector<std::uint16_t> h(n);
+    if (kind_ == CompressionKind::bf16) {
+      codec::floats_to_bf16s(x, n, h.data());
+      codec::bf16s_to_floats(h.data(), n, out);
+    } else {
+      codec::floats_to_halves(x, n, h.data());
+      codec::halves_to_floats(h.data(), n, out);
+    }
+  }
+
+  PlanInputs& in_;
+  CompressionKind kind_;
+  std::vector<float> sum_;
+};
+
+}  // namespace
+
+std::unique_ptr<MethodPlan> make_dense_plan(PlanInputs& in) {
+  return std::make_unique<DensePlan>(in);
+}
+
+}  // namespace zring::collective

@@ -1,0 +1,119 @@
+// randomk, exact at ring cost: the op seed gives every rank the same indices
+// for a tensor, so only the k sampled values ride the ring, summed as
+// float32. Non-finite values outside the sample travel in the summary, so
+// an overflow on any rank still reaches every result.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <zring/error.hpp>
+
+#include "collective/plan.hpp"
+
+namespace zring::collective {
+namespace {
+
+// More non-finite values than this on one node and the whole tensor is
+// reported as overflowed (its result is nan), keeping summaries small.
+constexpr std::size_t kMaxNonFinite = 1024;
+constexpr std::uint32_t kWholeTensor = std::numeric_limits<std::uint32_t>::max();
+
+class RandomkPlan final : public MethodPlan {
+ public:
+  explicit RandomkPlan(PlanInputs& in) : in_(in) {
+    const auto& specs = in.input.manifest.tensors;
+    sample_offsets_.push_back(0);
+    for (std::size_t t = 0; t < specs.size(); ++t) {
+      const std::size_t n = in.offsets[t + 1] - in.offsets[t];
+      const std::uint64_t seed = codec::tensor_seed(in.op.op_seed, specs[t].name);
+      indices_.push_back(codec::random_indices(seed, n, in.input.method.kept_for(n)));
+      sample_offsets_.push_back(sample_offsets_.back() + indices_.back().size());
+    }
+  }
+
+  void prepare(NodeSummary& summary) override {
+    sums_.assign(sample_offsets_.back(), 0.0f);
+    std::vector<float> decoded(in_.feedback() ? in_.elements() : 0);
+    for (std::size_t l = 0; l < in_.x.size(); ++l) {
+      if (!decoded.empty()) std::fill(decoded.begin(), decoded.end(), 0.0f);
+      for (std::size_t t = 0; t < indices_.size(); ++t) sample(l, t, summary, decoded);
+      if (!decoded.empty()) in_.update_feedback(l, decoded.data());
+    }
+    compact_nonfinite(summary);
+  }
+
+  void execute(const std::vector<NodeSummary>& summaries, float* result) override {
+    std::vector<float> total(sums_.size());
+    ring_allreduce(in_.link, FloatLane{}, sums_.data(), total.data(), total.size(), in_.op.ring,
+                   in_.stats);
+    std::fill(result, result + in_.elements(), 0.0f);
+    const float world = static_cast<float>(in_.op.world_size);
+    for (std::size_t t = 0; t < indices_.size(); ++t) {
+      float* out = result + in_.offsets[t];
+      const float* sums = total.data() + sample_offsets_[t];
+      for (std::size_t j = 0; j < indices_[t].size(); ++j) out[indices_[t][j]] = sums[j] / world;
+    }
+    for (std::size_t node = 0; node < summaries.size(); ++node)
+      apply_nonfinite(node, summaries[node].nonfinite, result);
+  }
+
+ private:
+  void sample(std::size_t l, std::size_t t, NodeSummary& summary, std::vector<float>& decoded) {
+    const float* x = in_.x[l] + in_.offsets[t];
+    const std::size_t n = in_.offsets[t + 1] - in_.offsets[t];
+    const std::vector<std::uint32_t>& idx = indices_[t];
+    float* sums = sums_.data() + sample_offsets_[t];
+    for (std::size_t j = 0; j < idx.size(); ++j) sums[j] += x[idx[j]];
+    std::size_t next = 0;  // walks the sorted sample alongside i
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool sampled = next < idx.size() && idx[next] == i;
+      if (sampled) ++next;
+      const bool keep = sampled || !std::isfinite(x[i]);
+      if (!sampled && keep) summary.nonfinite.push_back({static_cast<std::uint32_t>(t),
+                                                         static_cast<std::uint32_t>(i), x[i]});
+      if (keep && !decoded.empty()) decoded[in_.offsets[t] + i] = x[i];
+    }
+  }
+
+  // Too many entries for one tensor: one whole-tensor entry instead.
+  static void compact_nonfinite(NodeSummary& summary) {
+    if (summary.nonfinite.size() <= kMaxNonFinite) return;
+    std::vector<NonFinite> compact;
+    for (const NonFinite& e : summary.nonfinite) {
+      if (compact.empty() || compact.back().tensor != e.tensor)
+        compact.push_back({e.tensor, kWholeTensor, std::numeric_limits<float>::quiet_NaN()});
+    }
+    summary.nonfinite = std::move(compact);
+  }
+
+  void apply_nonfinite(std::size_t node, const std::vector<NonFinite>& entries,
+                       float* result) const {
+    const float world = static_cast<float>(in_.op.world_size);
+    for (const NonFinite& e : entries) {
+      const bool known = e.tensor < indices_.size();
+      const std::size_t n = known ? in_.offsets[e.tensor + 1] - in_.offsets[e.tensor] : 0;
+      if (!known || (e.index != kWholeTensor && e.index >= n) || std::isfinite(e.value)) {
+        throw Error(ErrorCode::malformed_message,
+                    in_.link.describe(node) + " sent an invalid non-finite entry (tensor " +
+                        std::to_string(e.tensor) + ", index " + std::to_string(e.index) + ")");
+      }
+      float* out = result + in_.offsets[e.tensor];
+      if (e.index == kWholeTensor) std::fill(out, out + n, e.value);
+      else out[e.index] += e.value / world;
+    }
+  }
+
+  PlanInputs& in_;
+  std::vector<std::vector<std::uint32_t>> indices_;  // per tensor, shared by all ranks
+  std::vector<std::size_t> sample_offsets_;          // tensor t's values in sums_
+  std::vector<float> sums_;                          // this node's sampled sums
+};
+
+}  // namespace
+
+std::unique_ptr<MethodPlan> make_randomk_plan(PlanInputs& in) {
+  return std::make_unique<RandomkPlan>(in);
+}
+
+}  // namespace zring::collective

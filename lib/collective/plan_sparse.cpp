@@ -1,0 +1,105 @@
+// topk and threshold: each rank's payload (k (index, value) pairs, the
+// indices delta-coded) goes to every node in an all-gather, and every node
+// sums all W contributions in rank order: exact, the same bits everywhere,
+// at (N - 1) * C bytes per node. Payloads from the ring are decoded by the
+// validating codec decoder: they are untrusted input.
+#include <string>
+#include <vector>
+
+#include <zring/error.hpp>
+
+#include "collective/plan.hpp"
+#include "collective/ring_allgather.hpp"
+#include "wire/ring_wire.hpp"
+
+namespace zring::collective {
+namespace {
+
+class SparsePlan final : public MethodPlan {
+ public:
+  explicit SparsePlan(PlanInputs& in)
+      : in_(in), codec_(codec::make_codec(in.input.method.base())) {}
+
+  void prepare(NodeSummary& summary) override {
+    std::vector<std::vector<std::uint8_t>> payloads;
+    std::vector<float> decoded(in_.feedback() ? in_.elements() : 0);
+    for (std::size_t l = 0; l < in_.x.size(); ++l) {
+      if (!decoded.empty()) std::fill(decoded.begin(), decoded.end(), 0.0f);
+      for (std::size_t t = 0; t < in_.tensors(); ++t) {
+        const std::size_t off = in_.offsets[t];
+        CompressedGradient g = codec_->compress(in_.x[l] + off, in_.offsets[t + 1] - off, {});
+        if (!decoded.empty()) codec::accumulate(g, decoded.data() + off);
+        payloads.push_back(std::move(g.payload));
+      }
+      if (!decoded.empty()) in_.update_feedback(l, decoded.data());
+    }
+    blob_ = std::make_shared<std::vector<std::uint8_t>>(wire::encode_payload_list(payloads));
+    summary.blob_bytes = blob_->size();
+  }
+
+  void execute(const std::vector<NodeSummary>& summaries, float* result) override {
+    std::vector<std::size_t> sizes;
+    for (std::size_t node = 0; node < summaries.size(); ++node) {
+      if (summaries[node].blob_bytes > max_blob_bytes()) {
+        throw Error(ErrorCode::malformed_message,
+                    in_.link.describe(node) + " announced a payload of " +
+                        std::to_string(summaries[node].blob_bytes) +
+                        " bytes, more than its ranks could need for this op");
+      }
+      sizes.push_back(summaries[node].blob_bytes);
+    }
+    std::vector<Bytes> blobs =
+        ring_allgather(in_.link, Phase::blobs, Bytes::take(blob_), sizes, in_.op.ring, in_.stats);
+    std::fill(result, result + in_.elements(), 0.0f);
+    for (std::size_t node = 0; node < blobs.size(); ++node) add_node(node, blobs[node], result);
+    divide(result, in_.elements(), in_.op.world_size);
+  }
+
+ private:
+  // A payload can hold at most every element: 4 bytes of value and 5 of
+  // index each, plus its count.
+  std::uint64_t max_blob_bytes() const {
+    const std::uint64_t per_rank = 9ull * in_.elements() + 16ull * in_.tensors();
+    return in_.op.local_ranks * per_rank + 16ull * in_.op.local_ranks * in_.tensors() + 64;
+  }
+
+  void add_node(std::size_t node, const Bytes& blob, float* result) const {
+    const std::size_t tensors = in_.tensors();
+    std::vector<wire::Span> spans;
+    try {
+      spans = wire::decode_payload_list(blob.data(), blob.size(), in_.op.local_ranks * tensors);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::malformed_message,
+                  in_.link.describe(node) + " sent a payload list that does not decode: " + e.what());
+    }
+    for (std::size_t l = 0; l < in_.op.local_ranks; ++l) {
+      for (std::size_t t = 0; t < tensors; ++t) {
+        const wire::Span& span = spans[l * tensors + t];
+        CompressedGradient g;
+        g.method = in_.input.method.base();
+        g.original_size = in_.offsets[t + 1] - in_.offsets[t];
+        g.payload.assign(span.data, span.data + span.size);
+        try {
+          codec_->decode(g);
+        } catch (const Error& e) {
+          throw Error(ErrorCode::malformed_message,
+                      ranks_of(in_.link, node, in_.op.local_ranks) + ": tensor '" +
+                          in_.input.manifest.tensors[t].name + "': " + e.what());
+        }
+        codec::accumulate(g, result + in_.offsets[t]);
+      }
+    }
+  }
+
+  PlanInputs& in_;
+  std::unique_ptr<codec::Codec> codec_;
+  std::shared_ptr<std::vector<std::uint8_t>> blob_;
+};
+
+}  // namespace
+
+std::unique_ptr<MethodPlan> make_sparse_plan(PlanInputs& in) {
+  return std::make_unique<SparsePlan>(in);
+}
+
+}  // namespace zring::collective

@@ -1,0 +1,168 @@
+#include "collective/ring_allreduce.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <zring/error.hpp>
+
+#include "collective/geometry.hpp"
+
+namespace zring::collective {
+namespace {
+
+std::string tag_text(const ChunkTag& tag) {
+  return "phase " + std::to_string(static_cast<int>(tag.phase)) + " segment " +
+         std::to_string(tag.segment) + " chunk " + std::to_string(tag.chunk) + " hop " +
+         std::to_string(tag.hop);
+}
+
+template <class Lane>
+class RingAllreduce {
+ public:
+  using Acc = typename Lane::Acc;
+
+  RingAllreduce(RingLink& link, const Lane& lane, const Acc* local, Acc* result,
+                std::size_t elements, const RingOptions& options, RingStats& stats)
+      : link_(link), lane_(lane), local_(local), result_(result), options_(options),
+        stats_(stats), nodes_(link.nodes()), self_(link.node()),
+        geometry_(elements, nodes_, chunk_elems(lane, options.chunk_bytes)),
+        reduced_(geometry_.total_chunks(), false), final_(geometry_.total_chunks(), false) {}
+
+  void run() {
+    if (nodes_ == 1) {
+      finish_locally();
+      return;
+    }
+    start_own_segment();
+    std::size_t missing = geometry_.total_chunks();
+    while (missing > 0) {
+      Message msg = link_.recv(Clock::now() + options_.timeout);
+      if (handle(msg)) --missing;
+    }
+  }
+
+ private:
+  static std::size_t chunk_elems(const Lane& lane, std::size_t chunk_bytes) {
+    // Whole bytes per chunk for packed lanes: a multiple of 8 elements.
+    const std::size_t per8 = std::max<std::size_t>(lane.wire_bytes(8), 1);
+    return std::max<std::size_t>(chunk_bytes / per8, 1) * 8;
+  }
+
+  void finish_locally() {
+    // One node: the sum is the local contribution, in its wire form.
+    const std::size_t n = geometry_.elements();
+    OwnedBuffer wire = allocate(lane_.wire_bytes(n));
+    lane_.encode(local_, n, wire.data.get());
+    lane_.decode(wire.data.get(), n, result_);
+  }
+
+  void start_own_segment() {
+    for (std::size_t c = 0; c < geometry_.chunks(self_); ++c) {
+      auto [begin, end] = geometry_.range(self_, c);
+      OwnedBuffer wire = allocate(lane_.wire_bytes(end - begin));
+      lane_.encode(local_ + begin, end - begin, wire.data.get());
+      send({Phase::reduce, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
+           wire.bytes());
+    }
+  }
+
+  // Returns true when the message completed a chunk of the result.
+  bool handle(const Message& msg) {
+    const ChunkTag& tag = msg.tag;
+    if ((tag.phase != Phase::reduce && tag.phase != Phase::gather) || tag.segment >= nodes_ ||
+        tag.chunk >= geometry_.chunks(tag.segment)) {
+      stats_.drop("unexpected message " + tag_text(tag) + " during the reduce");
+      return false;
+    }
+    auto [begin, end] = geometry_.range(tag.segment, tag.chunk);
+    if (msg.payload.size() != lane_.wire_bytes(end - begin)) {
+      stats_.drop("wrong payload size " + std::to_string(msg.payload.size()) + " for " +
+                  tag_text(tag));
+      return false;
+    }
+    const std::size_t id = geometry_.chunk_id(tag.segment, tag.chunk);
+    return tag.phase == Phase::reduce ? on_partial(tag, id, begin, end, msg.payload)
+                                      : on_final(tag, id, begin, end, msg.payload);
+  }
+
+  // A partial sum of tag.hop contributions.
+  bool on_partial(const ChunkTag& tag, std::size_t id, std::size_t begin, std::size_t end,
+                  const Bytes& payload) {
+    const std::size_t expected_hop = (self_ + nodes_ - tag.segment) % nodes_;
+    if (tag.hop != expected_hop || reduced_[id]) {
+      stats_.drop("stale or duplicate " + tag_text(tag));
+      return false;
+    }
+    reduced_[id] = true;
+    const std::size_t n = end - begin;
+    OwnedBuffer wire = allocate(lane_.wire_bytes(n));
+    if (tag.hop + 1 < nodes_) {
+      scratch_.resize(std::max(scratch_.size(), n));
+      lane_.decode_add(payload.data(), n, local_ + begin, scratch_.data());
+      lane_.encode(scratch_.data(), n, wire.data.get());
+      send({Phase::reduce, tag.segment, tag.chunk, tag.hop + 1}, wire.bytes());
+      return false;
+    }
+    // This node owns the segment: the sum is complete.
+    lane_.decode_add(payload.data(), n, local_ + begin, result_ + begin);
+    lane_.encode(result_ + begin, n, wire.data.get());
+    if constexpr (Lane::kRounds) lane_.decode(wire.data.get(), n, result_ + begin);
+    final_[id] = true;
+    send({Phase::gather, tag.segment, tag.chunk, 1}, wire.bytes());
+    return true;
+  }
+
+  // A complete sum on its way round.
+  bool on_final(const ChunkTag& tag, std::size_t id, std::size_t begin, std::size_t end,
+                const Bytes& payload) {
+    const std::size_t owner = (tag.segment + nodes_ - 1) % nodes_;
+    const std::size_t expected_hop = (self_ + nodes_ - owner) % nodes_;
+    if (tag.hop != expected_hop || final_[id]) {
+      stats_.drop("stale or duplicate " + tag_text(tag));
+      return false;
+    }
+    final_[id] = true;
+    lane_.decode(payload.data(), end - begin, result_ + begin);
+    if (tag.hop + 1 < nodes_) send({Phase::gather, tag.segment, tag.chunk, tag.hop + 1}, payload);
+    return true;
+  }
+
+  void send(const ChunkTag& tag, Bytes payload) {
+    stats_.bytes_sent += payload.size();
+    ++stats_.messages_sent;
+    link_.send(tag, std::move(payload));
+  }
+
+  RingLink& link_;
+  const Lane& lane_;
+  const Acc* local_;
+  Acc* result_;
+  const RingOptions& options_;
+  RingStats& stats_;
+  std::size_t nodes_;
+  std::size_t self_;
+  ChunkGeometry geometry_;
+  std::vector<bool> reduced_;  // partial sum of this chunk seen
+  std::vector<bool> final_;    // complete sum of this chunk stored
+  std::vector<Acc> scratch_;
+};
+
+}  // namespace
+
+template <class Lane>
+void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
+                    typename Lane::Acc* result, std::size_t elements,
+                    const RingOptions& options, RingStats& stats) {
+  RingAllreduce<Lane>(link, lane, local, result, elements, options, stats).run();
+}
+
+template void ring_allreduce<FloatLane>(RingLink&, const FloatLane&, const float*, float*,
+                                        std::size_t, const RingOptions&, RingStats&);
+template void ring_allreduce<HalfLane>(RingLink&, const HalfLane&, const float*, float*,
+                                       std::size_t, const RingOptions&, RingStats&);
+template void ring_allreduce<CodeLane>(RingLink&, const CodeLane&, const std::uint32_t*,
+                                       std::uint32_t*, std::size_t, const RingOptions&,
+                                       RingStats&);
+
+}  // namespace zring::collective

@@ -1,0 +1,37 @@
+// ring_allreduce.hpp - pipelined ring reduce-scatter + all-gather (internal).
+#pragma once
+
+#include <cstddef>
+
+#include "collective/lanes.hpp"
+#include "collective/link.hpp"
+
+namespace zring::collective {
+
+struct RingOptions {
+  std::size_t chunk_bytes = 1 << 20;          // wire bytes per chunk (about)
+  Clock::duration timeout = std::chrono::seconds(10);  // longest silence of the predecessor
+};
+
+// Sums `local` (this node's contribution, `elements` values) over every node
+// of the ring into `result`, which receives the same bits on every node.
+//
+// The schedule, for P nodes: the buffer is cut into P segments, each into
+// chunks. Node r starts segment r: it sends its own values of each chunk to
+// its successor (hop 1). A node receiving a chunk of segment s at hop h adds
+// its own values and passes the partial sum on at hop h + 1; the node that
+// receives hop P - 1 (node s - 1) holds the complete sum, keeps it (rounded
+// through the lane's wire form, so it keeps exactly what it sends), and
+// starts the all-gather: the sum travels P - 1 hops and every node stores
+// it. Every chunk moves independently, so encoding, sending and summing of
+// different chunks overlap, and every node sends 2 (P - 1) / P of the buffer.
+//
+// result must hold `elements` values and must stay alive until the link has
+// sent everything (the gather phase may send from it without a copy when
+// result_owner is given). Throws zring::Error on timeout or abort.
+template <class Lane>
+void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
+                    typename Lane::Acc* result, std::size_t elements,
+                    const RingOptions& options, RingStats& stats);
+
+}  // namespace zring::collective

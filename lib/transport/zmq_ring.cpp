@@ -1,0 +1,406 @@
+#include "transport/zmq_ring.hpp"
+
+#include <algorithm>
+
+#include <zring/error.hpp>
+
+namespace zring::transport {
+namespace {
+
+using collective::Clock;
+using collective::Deadline;
+using wire::RingHeader;
+using wire::RingKind;
+
+// Messages of the next op kept while this node has not begun it.
+constexpr std::size_t kMaxEarly = 4096;
+
+std::string ms_text(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+RingHeader control(RingKind kind, std::uint64_t generation, std::uint64_t op = 0) {
+  RingHeader header;
+  header.kind = kind;
+  header.generation = generation;
+  header.op = op;
+  return header;
+}
+
+// A ZeroMQ message that shares the bytes (and keeps their owner alive until
+// ZeroMQ has sent them): no copy of chunk payloads on the way out.
+zmq::message_t share(const collective::Bytes& bytes) {
+  if (bytes.size() == 0) return zmq::message_t();
+  auto* keep = new std::shared_ptr<const void>(bytes.owner());
+  return zmq::message_t(const_cast<std::uint8_t*>(bytes.data()), bytes.size(),
+                        [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); },
+                        keep);
+}
+
+}  // namespace
+
+ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
+    : options_(std::move(options)), in_(context, zmq::socket_type::pull),
+      out_(context, zmq::socket_type::push), random_(std::random_device{}()) {
+  const auto now = Clock::now();
+  last_heard_ = next_heartbeat_ = next_form_ = now;
+  in_.set(zmq::sockopt::linger, 0);
+  in_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options_.max_message_bytes));
+  in_.set(zmq::sockopt::rcvhwm, 100000);
+  out_.set(zmq::sockopt::linger, 0);
+  out_.set(zmq::sockopt::sndhwm, 100000);
+  out_.set(zmq::sockopt::immediate, 1);  // never queue for a successor that is not there
+  out_.set(zmq::sockopt::reconnect_ivl, 100);
+  out_.set(zmq::sockopt::reconnect_ivl_max, 1000);
+  const std::string& address = options_.addresses.at(options_.self);
+  try {
+    in_.bind(address);
+  } catch (const zmq::error_t& e) {
+    throw Error(ErrorCode::connection_failed, "cannot bind the ring socket of " +
+                                                  describe(options_.self) + ": " + e.what() +
+                                                  " (is another zringd using the port?)");
+  }
+  if (nodes() == 1) {
+    generation_ = random_() | 1;
+    up_ = true;
+    down_reason_.clear();
+    return;
+  }
+  out_.connect(options_.addresses.at((options_.self + 1) % nodes()));
+}
+
+ZmqRing::~ZmqRing() = default;
+
+std::string ZmqRing::describe(std::size_t node) const {
+  if (node >= nodes()) return "node #" + std::to_string(node);
+  return "node '" + options_.names[node] + "' (" + options_.addresses[node] + ")";
+}
+
+std::string ZmqRing::down_reason() const { return up_ ? std::string() : down_reason_; }
+
+// --- sending -------------------------------------------------------------------
+
+void ZmqRing::send(const collective::ChunkTag& tag, collective::Bytes payload) {
+  RingHeader header;
+  header.kind = RingKind::data;
+  header.generation = generation_;
+  header.op = op_.value_or(0);
+  header.sender = static_cast<std::uint32_t>(options_.self);
+  header.tag = tag;
+  enqueue(header, share(payload));
+  flush();
+}
+
+void ZmqRing::send_control(RingHeader header) {
+  header.sender = static_cast<std::uint32_t>(options_.self);
+  if (header.kind == RingKind::heartbeat && !outbox_.empty()) return;  // data proves liveness
+  enqueue(header, std::nullopt);
+  flush();
+}
+
+void ZmqRing::enqueue(const RingHeader& header, std::optional<zmq::message_t> payload) {
+  const std::vector<std::uint8_t> bytes = wire::encode_ring_header(header);
+  Outgoing out;
+  out.header = zmq::message_t(bytes.data(), bytes.size());
+  out.has_payload = payload.has_value();
+  if (payload) out.payload = std::move(*payload);
+  outbox_.push_back(std::move(out));
+}
+
+void ZmqRing::flush() {
+  while (!outbox_.empty()) {
+    Outgoing& out = outbox_.front();
+    const std::size_t size = out.header.size() + out.payload.size();
+    if (!out.header_sent) {
+      const auto more = out.has_payload ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      if (!out_.send(out.header, more | zmq::send_flags::dontwait)) return;  // successor busy or away
+      out.header_sent = true;
+    }
+    if (out.has_payload && !out_.send(out.payload, zmq::send_flags::dontwait)) return;
+    counters_.bytes_sent += size;
+    outbox_.pop_front();
+  }
+}
+
+// --- receiving -----------------------------------------------------------------
+
+collective::Message ZmqRing::recv(Deadline deadline) {
+  for (;;) {
+    if (op_failure_) fail_current_op(op_failure_->first, op_failure_->second);
+    if (!early_.empty() && op_ && early_.front().first == *op_) {
+      collective::Message msg = std::move(early_.front().second);
+      early_.pop_front();
+      return msg;
+    }
+    if (auto msg = poll_once(deadline, nullptr, nullptr)) return std::move(*msg);
+    if (interrupted()) throw Error(ErrorCode::aborted, "zringd is shutting down");
+    if (op_failure_) fail_current_op(op_failure_->first, op_failure_->second);
+    if (Clock::now() >= deadline) {
+      std::string text = "op " + std::to_string(op_.value_or(0)) + ": timed out after " +
+                         ms_text(options_.timeout) + " waiting for " + describe(predecessor());
+      if (counters_.dropped != 0)
+        text += " (" + std::to_string(counters_.dropped) + " messages dropped, last: " +
+                counters_.last_drop + ")";
+      throw Error(ErrorCode::timeout, text);
+    }
+  }
+}
+
+void ZmqRing::service(Deadline until, zmq::socket_t* wake) {
+  bool woken = false;
+  const bool was_up = up_;
+  while (!woken && !interrupted() && up_ == was_up && Clock::now() < until) {
+    // Outside an op, data can only be for the next op: dispatch keeps it.
+    (void)poll_once(until, wake, &woken);
+  }
+}
+
+std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socket_t* wake,
+                                                      bool* woken) {
+  const auto now = Clock::now();
+  Deadline next = std::min(until, nodes() > 1 ? std::min(next_heartbeat_, next_form_) : until);
+  if (nodes() > 1 && up_) next = std::min(next, last_heard_ + options_.timeout);
+  auto wait = std::max<Clock::duration>(next - now, Clock::duration::zero());
+  if (interrupt_) wait = std::min<Clock::duration>(wait, std::chrono::milliseconds(100));
+  zmq::pollitem_t items[] = {
+      {in_.handle(), 0, ZMQ_POLLIN, 0},
+      {out_.handle(), 0, static_cast<short>(outbox_.empty() ? 0 : ZMQ_POLLOUT), 0},
+      {wake ? wake->handle() : nullptr, 0, static_cast<short>(wake ? ZMQ_POLLIN : 0), 0},
+  };
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait);
+  zmq::poll(items, wake ? 3 : 2, ms);
+  if (items[1].revents & ZMQ_POLLOUT) flush();
+  if (wake && (items[2].revents & ZMQ_POLLIN)) *woken = true;
+  std::optional<collective::Message> got;
+  if (items[0].revents & ZMQ_POLLIN) {
+    // Drain what is queued, but hand over the first data message at once.
+    for (int i = 0; i < 256 && !got; ++i) {
+      bool more = false;
+      got = receive_one(&more);
+      if (!more) break;
+    }
+  }
+  run_timers();
+  return got;
+}
+
+// Reads one message if there is one (*read tells); returns it when it is data
+// of the current or next op.
+std::optional<collective::Message> ZmqRing::receive_one(bool* read) {
+  zmq::message_t header;
+  *read = in_.recv(header, zmq::recv_flags::dontwait).has_value();
+  if (!*read) return std::nullopt;
+  counters_.bytes_received += header.size();
+  std::optional<zmq::message_t> payload;
+  bool extra_frames = false;
+  if (header.more()) {
+    payload.emplace();
+    (void)in_.recv(*payload);  // the parts of a message arrive together
+    counters_.bytes_received += payload->size();
+    while (payload->more()) {
+      zmq::message_t extra;
+      (void)in_.recv(extra);
+      extra_frames = true;
+      if (!extra.more()) break;
+    }
+  }
+  if (extra_frames) {
+    drop("a message of more than two frames", true);
+    return std::nullopt;
+  }
+  RingHeader decoded;
+  try {
+    decoded = wire::decode_ring_header(header.data<std::uint8_t>(), header.size());
+  } catch (const Error& e) {
+    drop(e.what(), true);
+    return std::nullopt;
+  }
+  return dispatch(std::move(decoded), std::move(payload));
+}
+
+std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
+                                                     std::optional<zmq::message_t> payload) {
+  if (header.sender != predecessor()) {
+    drop("a message claiming to come from node #" + std::to_string(header.sender) +
+             ", which is not this node's predecessor", false);
+    return std::nullopt;
+  }
+  last_heard_ = Clock::now();
+  if (header.kind != RingKind::data) {
+    if (payload) drop("a control message with a payload frame", true);
+    else on_control(header);
+    return std::nullopt;
+  }
+  if (!payload) {
+    drop("a data message without its payload frame", true);
+    return std::nullopt;
+  }
+  if (!up_ || header.generation != generation_) {
+    drop("data of another ring generation", false);
+    return std::nullopt;
+  }
+  const bool current = op_ && header.op == *op_;
+  const bool next = header.op == next_op_;
+  if (!current && !next) {
+    drop("data of op " + std::to_string(header.op) + " while this node is at op " +
+             std::to_string(op_.value_or(next_op_)), false);
+    return std::nullopt;
+  }
+  auto owner = std::make_shared<zmq::message_t>(std::move(*payload));
+  collective::Message msg{header.tag, collective::Bytes(owner->data<std::uint8_t>(), owner->size(), owner)};
+  if (current) return msg;
+  if (early_.size() < kMaxEarly) early_.emplace_back(header.op, std::move(msg));
+  else drop("too many messages for an op this node has not begun", false);
+  return std::nullopt;
+}
+
+void ZmqRing::on_control(const RingHeader& header) {
+  switch (header.kind) {
+    case RingKind::heartbeat:
+      if (up_ && header.generation != generation_)
+        go_down(describe(predecessor()) + " is in another ring generation (it restarted?)", true);
+      return;
+    case RingKind::form:
+      if (coordinator()) {
+        if (header.generation != 0 && header.generation == forming_) {
+          adopt(forming_);
+          forming_ = 0;
+          send_control(control(RingKind::up, generation_));
+        }
+        return;
+      }
+      if (header.generation != generation_ || up_) adopt(header.generation);
+      send_control(control(RingKind::form, header.generation));
+      return;
+    case RingKind::up:
+      if (header.generation != generation_ || up_) return;
+      up_ = true;
+      down_reason_.clear();
+      if (!coordinator()) send_control(control(RingKind::up, generation_));
+      return;
+    case RingKind::reform:
+      if (coordinator()) {
+        if (up_) go_down("node '" + options_.names[header.origin % nodes()] + "' asked for a new ring: " +
+                             header.text, false);
+        return;
+      }
+      send_control(header);
+      return;
+    case RingKind::abort:
+      on_abort(header);
+      return;
+    case RingKind::data: return;
+  }
+}
+
+void ZmqRing::on_abort(const RingHeader& header) {
+  if (header.origin == options_.self) return;  // it went all the way round
+  send_control(header);
+  if (header.generation != generation_) return;
+  const std::string why = "op " + std::to_string(header.op) + " was aborted by node '" +
+                          options_.names[header.origin % nodes()] + "': " + header.text;
+  if (op_ && header.op == *op_) {
+    op_failure_ = {static_cast<int>(ErrorCode::aborted), why};
+  } else if (!op_ && header.op == next_op_) {
+    poisoned_ = why;  // this node's ranks are late for the aborted op: fail theirs too
+  }
+}
+
+void ZmqRing::run_timers() {
+  if (nodes() == 1) return;
+  const auto now = Clock::now();
+  if (now >= next_heartbeat_) {
+    send_control(control(RingKind::heartbeat, generation_));
+    next_heartbeat_ = now + options_.heartbeat;
+  }
+  if (up_ && now - last_heard_ > options_.timeout) {
+    go_down("nothing heard from " + describe(predecessor()) + " for " + ms_text(now - last_heard_) +
+                " (is its zringd running?)", true);
+  }
+  if (!up_ && now >= next_form_) {
+    next_form_ = now + std::max<Clock::duration>(options_.heartbeat, std::chrono::milliseconds(200));
+    if (coordinator()) {
+      forming_ = random_() | 1;  // never 0: 0 means "no generation"
+      send_control(control(RingKind::form, forming_));
+    } else {
+      RingHeader reform = control(RingKind::reform, generation_);
+      reform.origin = static_cast<std::uint32_t>(options_.self);
+      reform.text = down_reason_;
+      send_control(reform);
+    }
+  }
+}
+
+void ZmqRing::go_down(const std::string& why, bool request_reform) {
+  up_ = false;
+  down_reason_ = why;
+  if (op_ && !op_failure_) op_failure_ = {static_cast<int>(ErrorCode::peer_lost), why};
+  next_form_ = Clock::now();
+  if (!request_reform || coordinator()) return;
+  RingHeader reform = control(RingKind::reform, generation_);
+  reform.origin = static_cast<std::uint32_t>(options_.self);
+  reform.text = why;
+  send_control(reform);
+}
+
+void ZmqRing::adopt(std::uint64_t generation) {
+  if (op_ && !op_failure_)
+    op_failure_ = {static_cast<int>(ErrorCode::aborted),
+                   "the ring re-formed during the op (a node restarted or failed)"};
+  generation_ = generation;
+  up_ = false;
+  down_reason_ = "the ring is forming";
+  next_op_ = 0;
+  early_.clear();
+  ++counters_.formations;
+}
+
+// --- ops -------------------------------------------------------------------------
+
+std::uint64_t ZmqRing::begin_op() {
+  if (!up_) throw Error(ErrorCode::peer_lost, "the ring is not up: " + down_reason_);
+  const std::uint64_t op = next_op_++;
+  if (poisoned_) {
+    const std::string why = *poisoned_;
+    poisoned_.reset();
+    early_.clear();
+    // The others are re-forming the ring; wait for that before the next op.
+    go_down("waiting for the ring to re-form after op " + std::to_string(op) + " was aborted",
+            false);
+    throw Error(ErrorCode::aborted, why + " (before this node's ranks had all submitted it)");
+  }
+  op_ = op;
+  op_failure_.reset();
+  while (!early_.empty() && early_.front().first != op) early_.pop_front();
+  return op;
+}
+
+void ZmqRing::end_op(const std::optional<Failure>& failure) {
+  const std::uint64_t op = op_.value_or(0);
+  const bool aborted_by_others = op_failure_.has_value();
+  op_.reset();
+  op_failure_.reset();
+  if (!failure || failure->everyone_knows) return;
+  // Our ranks and the others' may now disagree on what the next op is:
+  // start a new generation, and tell the others to fail this op now.
+  if (!aborted_by_others && nodes() > 1) {
+    RingHeader abort = control(RingKind::abort, generation_, op);
+    abort.origin = static_cast<std::uint32_t>(options_.self);
+    abort.error_code = static_cast<std::uint32_t>(failure->code);
+    abort.text = failure->text;
+    send_control(abort);
+  }
+  if (nodes() > 1) go_down("op " + std::to_string(op) + " failed: " + failure->text, !aborted_by_others);
+}
+
+void ZmqRing::drop(const std::string& why, bool malformed) {
+  ++counters_.dropped;
+  if (malformed) ++counters_.malformed;
+  counters_.last_drop = why;
+}
+
+void ZmqRing::fail_current_op(int code, const std::string& why) {
+  throw Error(static_cast<ErrorCode>(code), why);
+}
+
+}  // namespace zring::transport

@@ -1,0 +1,157 @@
+// zmq_ring.hpp - the ring over ZeroMQ TCP sockets, and who is in it (internal).
+//
+// Each node binds a PULL socket at its own address (messages from its
+// predecessor) and connects a PUSH socket to its successor's. On top of the
+// sockets runs the membership protocol:
+//   - generations: the coordinator (node 0) picks a random generation g and
+//     sends FORM(g) round the ring; every node adopts g (resetting its op
+//     count) and passes it on; when FORM(g) comes back the coordinator sends
+//     UP(g) round, and a node is "up" once UP(g) reaches it. Every data
+//     message carries (g, op), so nothing of an older generation or op is
+//     ever summed;
+//   - liveness: every node sends HEARTBEAT(g) to its successor; a node that
+//     hears nothing from its predecessor for `timeout`, or hears another
+//     generation, goes down and sends REFORM towards the coordinator, which
+//     forms a new generation (a restarted daemon rejoins this way);
+//   - aborts: a node whose op fails sends ABORT(g, op) round the ring, so
+//     every node fails the op at once rather than at its own deadline.
+// All of it runs on the thread that owns the ZmqRing (the daemon's ring
+// thread): ZeroMQ sockets are used from that thread only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include <zring/error.hpp>
+
+#include "collective/link.hpp"
+#include "wire/ring_wire.hpp"
+
+namespace zring::transport {
+
+struct ZmqRingOptions {
+  std::vector<std::string> names;      // ring order
+  std::vector<std::string> addresses;  // tcp://HOST:PORT per node
+  std::size_t self = 0;
+  std::chrono::milliseconds timeout{10000};
+  std::chrono::milliseconds heartbeat{500};
+  std::size_t max_message_bytes = 256u << 20;
+};
+
+// Counters for status and metrics.
+struct RingCounters {
+  std::uint64_t dropped = 0;        // messages thrown away (stale, stray, malformed)
+  std::uint64_t malformed = 0;      // of which did not decode
+  std::uint64_t formations = 0;     // generations adopted
+  std::uint64_t bytes_sent = 0;     // frames put on the ring (all kinds)
+  std::uint64_t bytes_received = 0;
+  std::string last_drop;
+};
+
+class ZmqRing final : public collective::RingLink {
+ public:
+  ZmqRing(zmq::context_t& context, ZmqRingOptions options);
+  ~ZmqRing() override;
+
+  // --- membership --------------------------------------------------------------
+  [[nodiscard]] bool up() const noexcept { return up_; }
+  [[nodiscard]] std::uint64_t generation() const noexcept { return generation_; }
+  // Why the ring is not up, as a sentence (empty when up).
+  [[nodiscard]] std::string down_reason() const;
+  // Runs the protocol until `until`, until `wake` (if given) is readable, or
+  // until the ring goes up or down.
+  void service(collective::Deadline until, zmq::socket_t* wake);
+
+  // --- ops -----------------------------------------------------------------------
+  // Starts the next op of the current generation; returns its number.
+  // Precondition: up(). Throws Error(aborted) if the ring aborted this op
+  // before this node started it (its ranks were late).
+  std::uint64_t begin_op();
+  // How an op failed on this node.
+  struct Failure {
+    ErrorCode code = ErrorCode::internal;
+    std::string text;
+    bool everyone_knows = false;  // every node reaches the same verdict by itself
+                                  // (manifest mismatch): no abort, no new generation
+  };
+  // Ends the op. A failed op is aborted round the ring and the ring re-forms,
+  // so that no node can pair this op's data with another op's.
+  void end_op(const std::optional<Failure>& failure);
+
+  // --- RingLink ------------------------------------------------------------------
+  std::size_t node() const noexcept override { return options_.self; }
+  std::size_t nodes() const noexcept override { return options_.names.size(); }
+  std::string describe(std::size_t node) const override;
+  void send(const collective::ChunkTag& tag, collective::Bytes payload) override;
+  collective::Message recv(collective::Deadline deadline) override;
+
+  [[nodiscard]] const RingCounters& counters() const noexcept { return counters_; }
+  // When *flag becomes true, recv() throws Error(aborted) and service()
+  // returns within about 100 ms (the daemon is shutting down).
+  void set_interrupt(const std::atomic<bool>* flag) noexcept { interrupt_ = flag; }
+
+ private:
+  struct Outgoing {
+    zmq::message_t header;
+    zmq::message_t payload;
+    bool has_payload = false;
+    bool header_sent = false;
+  };
+
+  std::size_t predecessor() const noexcept { return (options_.self + nodes() - 1) % nodes(); }
+  bool coordinator() const noexcept { return options_.self == 0; }
+
+  // Polls once: receives what is there, flushes what is queued, runs timers.
+  // Returns a data message of the current op when one arrived.
+  std::optional<collective::Message> poll_once(collective::Deadline until, zmq::socket_t* wake,
+                                               bool* woken);
+  std::optional<collective::Message> receive_one(bool* read);
+  std::optional<collective::Message> dispatch(wire::RingHeader header,
+                                              std::optional<zmq::message_t> payload);
+  void on_control(const wire::RingHeader& header);
+  void on_abort(const wire::RingHeader& header);
+  void run_timers();
+  void go_down(const std::string& why, bool request_reform);
+  void adopt(std::uint64_t generation);
+  void send_control(wire::RingHeader header);
+  void enqueue(const wire::RingHeader& header, std::optional<zmq::message_t> payload);
+  void flush();
+  void drop(const std::string& why, bool malformed);
+  bool interrupted() const noexcept { return interrupt_ && interrupt_->load(); }
+  [[noreturn]] void fail_current_op(int code, const std::string& why);
+
+  ZmqRingOptions options_;
+  zmq::socket_t in_;   // PULL, bound at our address
+  zmq::socket_t out_;  // PUSH, connected to the successor
+  std::deque<Outgoing> outbox_;
+  std::deque<std::pair<std::uint64_t, collective::Message>> early_;  // the next op's messages that came before it began
+  std::mt19937_64 random_;
+
+  // membership
+  std::uint64_t generation_ = 0;
+  bool up_ = false;
+  std::uint64_t forming_ = 0;  // coordinator: the generation it is forming
+  std::string down_reason_ = "the ring has not formed yet";
+  collective::Deadline last_heard_;
+  collective::Deadline next_heartbeat_;
+  collective::Deadline next_form_;
+
+  // ops
+  std::uint64_t next_op_ = 0;           // number of the next op in this generation
+  std::optional<std::uint64_t> op_;     // the op running now
+  std::optional<std::string> poisoned_;  // the next op was aborted before this node began it
+  std::optional<std::pair<int, std::string>> op_failure_;  // set by control messages mid-op
+
+  RingCounters counters_;
+  const std::atomic<bool>* interrupt_ = nullptr;
+};
+
+}  // namespace zring::transport

@@ -1,0 +1,303 @@
+// The ring schedules over the in-process transport: every method, a matrix
+// of ring sizes, local ranks and lengths, checked against the reference.
+#define BOOST_TEST_MODULE collective
+#include <boost/test/unit_test.hpp>
+#include <boost/test/data/test_case.hpp>
+
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "collective/allreduce_op.hpp"
+#include "collective/geometry.hpp"
+#include "collective/inproc_link.hpp"
+#include "support/reference.hpp"
+
+using namespace zring;
+using namespace zring::collective;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+struct RingRun {
+  std::vector<TensorMap> inputs;               // per rank
+  std::vector<std::vector<float>> outputs;     // per node, fused
+  std::vector<std::string> errors;             // per node ("" = ok)
+  std::vector<ErrorCode> codes;
+  std::vector<RingStats> stats;
+};
+
+Manifest manifest_of(const TensorMap& grads, const CompressionMethod& method) {
+  Manifest m;
+  m.method = method.to_string();
+  for (const auto& [name, t] : grads) {
+    TensorSpec spec{name, {}, t.numel()};
+    for (auto e : t.shape()) spec.shape.push_back(e);
+    m.tensors.push_back(spec);
+  }
+  return m;
+}
+
+std::vector<float> fuse(const TensorMap& grads) {
+  std::vector<float> out;
+  for (const auto& [name, t] : grads) out.insert(out.end(), t.data().begin(), t.data().end());
+  return out;
+}
+
+TensorMap unfuse(const std::vector<float>& fused, const TensorMap& like) {
+  TensorMap out;
+  std::size_t at = 0;
+  for (const auto& [name, t] : like) {
+    std::vector<float> v(fused.begin() + at, fused.begin() + at + t.numel());
+    at += t.numel();
+    out.emplace(name, Tensor(std::move(v), t.shape()));
+  }
+  return out;
+}
+
+// Runs one op on a ring of `nodes` x `local` ranks; `residuals` persist per node.
+void run_op(InprocRing& ring, std::size_t local, const CompressionMethod& method,
+            const std::vector<TensorMap>& inputs, std::uint64_t op,
+            std::vector<std::vector<codec::ErrorFeedback>>& residuals, RingRun& run,
+            std::size_t chunk_bytes = 4096,
+            std::function<void(std::size_t, OpInput&)> tweak = nullptr) {
+  const std::size_t nodes = ring.nodes();
+  run.outputs.assign(nodes, {});
+  run.errors.assign(nodes, "");
+  run.codes.assign(nodes, ErrorCode::internal);
+  run.stats.assign(nodes, {});
+  std::vector<std::vector<float>> fused;
+  for (const auto& g : inputs) fused.push_back(fuse(g));
+  std::vector<std::thread> threads;
+  for (std::size_t n = 0; n < nodes; ++n) {
+    threads.emplace_back([&, n] {
+      OpContext ctx;
+      ctx.world_size = nodes * local;
+      ctx.local_ranks = local;
+      ctx.op_seed = 1234 + op;
+      ctx.op_number = op;
+      ctx.ring.chunk_bytes = chunk_bytes;
+      ctx.ring.timeout = std::chrono::seconds(20);
+      OpInput in;
+      in.manifest = manifest_of(inputs[n * local], method);
+      in.method = method;
+      for (std::size_t l = 0; l < local; ++l) in.ranks.push_back(fused[n * local + l].data());
+      if (tweak) tweak(n, in);
+      try {
+        OpOutput out = run_allreduce(ring.link(n), ctx, in, residuals[n]);
+        run.outputs[n].assign(out.values.get(), out.values.get() + out.elements);
+        run.stats[n] = out.stats;
+      } catch (const Error& e) {
+        run.errors[n] = e.what();
+        run.codes[n] = e.code();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+std::vector<TensorMap> make_inputs(std::size_t world, std::uint64_t round,
+                                   const std::vector<std::size_t>& sizes) {
+  std::vector<TensorMap> inputs;
+  for (std::size_t r = 0; r < world; ++r)
+    inputs.push_back(testing::make_gradients(42, round, r, sizes));
+  return inputs;
+}
+
+void check_same_bits(const RingRun& run) {
+  for (std::size_t n = 0; n < run.outputs.size(); ++n) {
+    BOOST_TEST_INFO("node " << n << ": " << run.errors[n]);
+    BOOST_REQUIRE(run.errors[n].empty());
+    BOOST_REQUIRE_EQUAL(run.outputs[n].size(), run.outputs[0].size());
+    BOOST_TEST(std::memcmp(run.outputs[n].data(), run.outputs[0].data(),
+                           run.outputs[0].size() * sizeof(float)) == 0,
+               "node " << n << " got other bits than node 0");
+  }
+}
+
+const std::vector<std::string> kMethods = {
+    "none",      "fp16",    "bf16",           "quant:8",      "quant:3",  "quant:16",
+    "sign",      "topk:5%", "topk:3",         "threshold:1.2", "randomk:10%", "randomk:2",
+    "ef:topk:5%", "ef:sign", "ef:quant:4",    "ef:randomk:10%"};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(geometry_covers_every_element_once) {
+  for (std::size_t elements : {0, 1, 7, 100, 4097}) {
+    for (std::size_t segments : {1, 2, 3, 5}) {
+      ChunkGeometry g(elements, segments, 16);
+      std::vector<int> seen(elements, 0);
+      std::size_t ids = 0;
+      for (std::size_t s = 0; s < segments; ++s)
+        for (std::size_t c = 0; c < g.chunks(s); ++c) {
+          BOOST_TEST(g.chunk_id(s, c) == ids++);
+          auto [b, e] = g.range(s, c);
+          BOOST_TEST(e - b <= 16u);
+          BOOST_TEST(e > b);
+          for (std::size_t i = b; i < e; ++i) ++seen[i];
+        }
+      BOOST_TEST(ids == g.total_chunks());
+      BOOST_TEST(std::all_of(seen.begin(), seen.end(), [](int x) { return x == 1; }));
+    }
+  }
+}
+
+BOOST_DATA_TEST_CASE(every_method_matches_the_reference,
+                     bdata::make(kMethods) * bdata::make({1, 2, 3, 5}) * bdata::make({1, 2}),
+                     method_text, nodes, local) {
+  const CompressionMethod method = CompressionMethod::parse(method_text);
+  const std::vector<std::size_t> sizes = {1, 7, 1000, 5000, 0, 9000};
+  const std::size_t world = static_cast<std::size_t>(nodes) * local;
+  InprocRing ring(nodes);
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(nodes, std::vector<codec::ErrorFeedback>(local));
+  std::vector<std::map<std::string, std::vector<float>>> ref_residuals(world);
+  // Three ops in a row: error feedback must carry residuals from op to op.
+  for (std::uint64_t op = 0; op < 3; ++op) {
+    RingRun run;
+    const auto inputs = make_inputs(world, op, sizes);
+    run_op(ring, local, method, inputs, op, residuals, run);
+    check_same_bits(run);
+    const TensorMap result = unfuse(run.outputs[0], inputs[0]);
+    if (method.kind() == CompressionKind::randomk) {
+      if (!method.has_error_feedback() || op == 0) {
+        const std::string problem = testing::check_randomk(method, result, inputs);
+        BOOST_TEST(problem.empty(), problem);
+      }
+      continue;
+    }
+    const testing::Expected expected = testing::expected_average(method, inputs, &ref_residuals);
+    const testing::Comparison cmp = testing::compare(result, expected);
+    BOOST_TEST(cmp.ok(), method_text << " on " << nodes << "x" << local << ", op " << op << ": "
+                                     << cmp.bad << " bad, " << cmp.at_boundary
+                                     << " at a boundary of " << cmp.elements << "; first: "
+                                     << cmp.first_bad);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(large_buffer_is_cut_into_many_chunks) {
+  const CompressionMethod method = CompressionMethod::parse("quant:8");
+  InprocRing ring(4);
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(4, std::vector<codec::ErrorFeedback>(1));
+  const auto inputs = make_inputs(4, 0, {1000003});
+  RingRun run;
+  run_op(ring, 1, method, inputs, 0, residuals, run, 64 * 1024);
+  check_same_bits(run);
+  BOOST_TEST(run.stats[0].messages_sent > 20u);
+  // 2 (P-1)/P of 1000003 codes of 8 + 2 bits, plus the summary.
+  const double ring_bytes = 1.5 * 1000003 * 10 / 8;
+  BOOST_TEST(run.stats[0].bytes_sent > ring_bytes * 0.95);
+  BOOST_TEST(run.stats[0].bytes_sent < ring_bytes * 1.05 + 200000);
+  const auto expected = testing::expected_average(method, inputs, nullptr);
+  const auto cmp = testing::compare(unfuse(run.outputs[0], inputs[0]), expected);
+  BOOST_TEST(cmp.ok(), cmp.first_bad);
+}
+
+BOOST_AUTO_TEST_CASE(duplicated_messages_are_dropped_not_summed) {
+  InprocRing ring(3);
+  ring.set_filter([](std::size_t, const Message& m) { return std::vector<Message>{m, m}; });
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(3, std::vector<codec::ErrorFeedback>(1));
+  const auto inputs = make_inputs(3, 0, {777, 5});
+  for (const char* text : {"none", "quant:8", "topk:10%"}) {
+    RingRun run;
+    const auto method = CompressionMethod::parse(text);
+    run_op(ring, 1, method, inputs, 0, residuals, run);
+    check_same_bits(run);
+    const auto cmp = testing::compare(unfuse(run.outputs[0], inputs[0]),
+                                      testing::expected_average(method, inputs, nullptr));
+    BOOST_TEST(cmp.ok(), text << ": " << cmp.first_bad);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(stray_messages_of_wrong_size_or_place_are_dropped) {
+  InprocRing ring(2);
+  // Before the op: garbage for node 1 in every phase.
+  for (Phase phase : {Phase::manifest, Phase::reduce, Phase::gather, Phase::blobs})
+    ring.inject(1, Message{ChunkTag{phase, 7, 3, 1}, Bytes::copy_of("xyz", 3)});
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(2, std::vector<codec::ErrorFeedback>(1));
+  const auto inputs = make_inputs(2, 0, {100});
+  RingRun run;
+  run_op(ring, 1, CompressionMethod::none(), inputs, 0, residuals, run);
+  check_same_bits(run);
+  BOOST_TEST(run.stats[1].dropped >= 1u);
+}
+
+BOOST_AUTO_TEST_CASE(manifest_mismatch_fails_every_node_with_the_tensor_and_ranks) {
+  InprocRing ring(3);
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(3, std::vector<codec::ErrorFeedback>(2));
+  const auto inputs = make_inputs(6, 0, {10, 20});
+  RingRun run;
+  run_op(ring, 2, CompressionMethod::none(), inputs, 0, residuals, run, 4096,
+         [](std::size_t node, OpInput& in) {
+           if (node == 2) in.manifest.tensors[1].numel = 19, in.manifest.tensors[1].shape = {19};
+         });
+  for (std::size_t n = 0; n < 3; ++n) {
+    BOOST_TEST(run.codes[n] == ErrorCode::manifest_mismatch);
+    BOOST_TEST(run.errors[n].find("'t001'") != std::string::npos, run.errors[n]);
+    BOOST_TEST(run.errors[n].find("ranks 4-5") != std::string::npos, run.errors[n]);
+    BOOST_TEST(run.errors[n].find("ranks 0-1") != std::string::npos, run.errors[n]);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(method_mismatch_is_named) {
+  InprocRing ring(2);
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(2, std::vector<codec::ErrorFeedback>(1));
+  const auto inputs = make_inputs(2, 0, {10});
+  RingRun run;
+  run_op(ring, 1, CompressionMethod::none(), inputs, 0, residuals, run, 4096,
+         [](std::size_t node, OpInput& in) {
+           if (node == 1) in.method = CompressionMethod::fp16(), in.manifest.method = "fp16";
+         });
+  for (std::size_t n = 0; n < 2; ++n) {
+    BOOST_TEST(run.codes[n] == ErrorCode::manifest_mismatch);
+    BOOST_TEST(run.errors[n].find("'fp16'") != std::string::npos, run.errors[n]);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_node_that_cannot_take_part_fails_the_op_everywhere) {
+  InprocRing ring(3);
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(3, std::vector<codec::ErrorFeedback>(1));
+  const auto inputs = make_inputs(3, 0, {10});
+  RingRun run;
+  run_op(ring, 1, CompressionMethod::none(), inputs, 0, residuals, run, 4096,
+         [](std::size_t node, OpInput& in) {
+           if (node == 1) {
+             in.ranks.clear();
+             in.error = "local rank 0 was late";
+             in.error_code = static_cast<int>(ErrorCode::timeout);
+           }
+         });
+  for (std::size_t n = 0; n < 3; ++n) {
+    BOOST_TEST(run.codes[n] == ErrorCode::timeout);
+    BOOST_TEST(run.errors[n].find("local rank 0 was late") != std::string::npos, run.errors[n]);
+    BOOST_TEST(run.errors[n].find("rank 1 (node 1)") != std::string::npos, run.errors[n]);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_silent_predecessor_gives_a_timeout_naming_it) {
+  InprocRing ring(3);
+  ring.set_filter([](std::size_t from, const Message& m) {
+    return from == 1 ? std::vector<Message>{} : std::vector<Message>{m};
+  });
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(3, std::vector<codec::ErrorFeedback>(1));
+  const auto inputs = make_inputs(3, 0, {10});
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (std::size_t n = 0; n < 3; ++n)
+    threads.emplace_back([&, n] {
+      OpContext ctx;
+      ctx.world_size = 3;
+      ctx.ring.timeout = std::chrono::milliseconds(300);
+      OpInput in;
+      in.manifest = manifest_of(inputs[n], CompressionMethod::none());
+      in.method = CompressionMethod::none();
+      const auto values = fuse(inputs[n]);
+      in.ranks = {values.data()};
+      try {
+        (void)run_allreduce(ring.link(n), ctx, in, residuals[n]);
+      } catch (const Error& e) {
+        errors[n] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  BOOST_TEST(errors[2].find("timed out waiting for node 1") != std::string::npos, errors[2]);
+}

@@ -1,0 +1,190 @@
+// Real zringd processes on 127.0.0.1 and real client processes: every
+// method's result on every rank against the reference average, identical
+// bytes on every rank, odd sizes, empty and many-tensor ops, local ranks,
+// and the manifest-mismatch error.
+#define BOOST_TEST_MODULE daemon
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <sstream>
+
+#include "proc/local_ring.hpp"
+#include "support/reference.hpp"
+
+using namespace zring;
+using namespace zring::testing;
+using namespace zring::proc;
+
+namespace {
+
+LocalRingOptions ring_options(std::size_t nodes, std::size_t local_ranks) {
+  LocalRingOptions options;
+  options.zringd = ZRING_ZRINGD_PATH;
+  options.nodes = nodes;
+  options.local_ranks = local_ranks;
+  return options;
+}
+
+struct ClientRun {
+  std::vector<std::string> output;  // per rank: result bytes of every round
+  std::vector<std::string> error;   // per rank: "" or the error text
+  std::vector<int> status;
+};
+
+std::string join(const std::vector<std::size_t>& sizes) {
+  if (sizes.empty()) return "-";
+  std::string s;
+  for (std::size_t n : sizes) s += (s.empty() ? "" : ",") + std::to_string(n);
+  return s;
+}
+
+// Runs one client per rank, all at once; `sizes_of(rank)` lets a test make one rank differ.
+ClientRun run_clients(LocalRing& ring, const std::string& method, std::uint64_t seed, int rounds,
+                      const std::function<std::vector<std::size_t>(std::size_t)>& sizes_of) {
+  const std::size_t local = ring.options().local_ranks, world = ring.options().nodes * local;
+  std::vector<Process> clients;
+  std::vector<std::string> outs;
+  for (std::size_t r = 0; r < world; ++r) {
+    const std::string out = ring.dir() + "/rank" + std::to_string(r) + "-" + std::to_string(seed);
+    outs.push_back(out);
+    clients.push_back(Process::spawn(
+        {std::string(ZRING_RING_CLIENT_PATH), ring.ipc(r / local), std::to_string(r % local), method,
+         std::to_string(seed), std::to_string(rounds), join(sizes_of(r)), out, "20000"},
+        out + ".log"));
+  }
+  ClientRun run;
+  for (std::size_t r = 0; r < world; ++r) {
+    const auto status = clients[r].wait(std::chrono::seconds(120));
+    run.status.push_back(status.value_or(-1));
+    run.output.push_back(read_file(outs[r]));
+    run.error.push_back(read_file(outs[r] + ".err") + (status ? "" : "client hung") +
+                        (status.value_or(0) != 0 && status.value_or(0) != 3
+                             ? read_file(outs[r] + ".log")
+                             : ""));
+  }
+  return run;
+}
+
+TensorMap round_result(const std::string& bytes, std::size_t round, const TensorMap& like) {
+  std::size_t per_round = 0;
+  for (const auto& [n, t] : like) per_round += t.numel() * sizeof(float);
+  TensorMap out;
+  std::size_t at = round * per_round;
+  for (const auto& [name, t] : like) {
+    std::vector<float> v(t.numel());
+    if (at + v.size() * 4 <= bytes.size() && !v.empty()) std::memcpy(v.data(), bytes.data() + at, v.size() * 4);
+    at += v.size() * 4;
+    out.emplace(name, Tensor(std::move(v), t.shape()));
+  }
+  return out;
+}
+
+// Every rank succeeded with identical bytes, equal to the reference.
+void check_run(const ClientRun& run, const std::string& method_text, std::uint64_t seed, int rounds,
+               const std::vector<std::size_t>& sizes) {
+  const std::size_t world = run.output.size();
+  for (std::size_t r = 0; r < world; ++r) {
+    BOOST_TEST_REQUIRE(run.status[r] == 0, method_text << ": rank " << r << ": " << run.error[r]);
+    BOOST_TEST(run.output[r] == run.output[0], method_text << ": rank " << r << " got other bytes");
+  }
+  const CompressionMethod method = CompressionMethod::parse(method_text);
+  std::vector<std::map<std::string, std::vector<float>>> residuals(world);
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<TensorMap> inputs;
+    for (std::size_t r = 0; r < world; ++r) inputs.push_back(make_gradients(seed, round, r, sizes));
+    const TensorMap result = round_result(run.output[0], round, inputs[0]);
+    if (method.kind() == CompressionKind::randomk) {
+      if (!method.has_error_feedback() || round == 0) {
+        const std::string problem = check_randomk(method, result, inputs);
+        BOOST_TEST(problem.empty(), method_text << ": " << problem);
+      }
+      continue;
+    }
+    const Expected expected = expected_average(method, inputs, &residuals);
+    const Comparison cmp = compare(result, expected);
+    BOOST_TEST(cmp.ok(), method_text << " round " << round << ": " << cmp.bad << " bad, "
+                                     << cmp.at_boundary << " at a boundary of " << cmp.elements
+                                     << "; first: " << cmp.first_bad);
+  }
+}
+
+const std::vector<std::string> kAllMethods = {
+    "none", "fp16", "bf16", "quant:8", "quant:4", "sign", "topk:1%", "threshold:1.5",
+    "randomk:5%", "ef:topk:1%", "ef:sign", "ef:quant:2"};
+
+void every_method(std::size_t nodes, std::size_t local, const std::vector<std::size_t>& sizes) {
+  LocalRing ring(ring_options(nodes, local));
+  ring.start_all();
+  ring.wait_up();
+  std::uint64_t seed = 100;
+  for (const std::string& method : kAllMethods) {
+    const int rounds = method.rfind("ef:", 0) == 0 ? 3 : 1;
+    const ClientRun run = run_clients(ring, method, ++seed, rounds, [&](std::size_t) { return sizes; });
+    check_run(run, method, seed, rounds, sizes);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(two_nodes_every_method) { every_method(2, 1, {1, 7, 5000, 70001}); }
+
+BOOST_AUTO_TEST_CASE(three_nodes_every_method) { every_method(3, 1, {1, 7, 12289}); }
+
+BOOST_AUTO_TEST_CASE(four_nodes_every_method_with_a_million_and_three) {
+  every_method(4, 1, {1, 7, 1000003});
+}
+
+BOOST_AUTO_TEST_CASE(two_local_ranks_per_node) { every_method(2, 2, {3, 4097, 999}); }
+
+BOOST_AUTO_TEST_CASE(empty_map_and_200_small_tensors) {
+  LocalRing ring(ring_options(3, 1));
+  ring.start_all();
+  ring.wait_up();
+  const ClientRun empty = run_clients(ring, "quant:8", 7, 2, [](std::size_t) {
+    return std::vector<std::size_t>{};
+  });
+  for (std::size_t r = 0; r < 3; ++r) {
+    BOOST_TEST(empty.status[r] == 0, empty.error[r]);
+    BOOST_TEST(empty.output[r].empty());
+  }
+  std::vector<std::size_t> many;
+  for (std::size_t t = 0; t < 200; ++t) many.push_back(1 + (t * 37) % 300);
+  for (const char* method : {"none", "quant:8", "ef:topk:10%"}) {
+    const ClientRun run = run_clients(ring, method, 8, 2, [&](std::size_t) { return many; });
+    check_run(run, method, 8, 2, many);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(manifest_mismatch_fails_every_rank_naming_tensor_and_ranks) {
+  LocalRing ring(ring_options(3, 1));
+  ring.start_all();
+  ring.wait_up();
+  const ClientRun run = run_clients(ring, "none", 9, 1, [](std::size_t rank) {
+    return rank == 2 ? std::vector<std::size_t>{10, 21} : std::vector<std::size_t>{10, 20};
+  });
+  for (std::size_t r = 0; r < 3; ++r) {
+    BOOST_TEST(run.status[r] == 3);
+    BOOST_TEST(run.error[r].find("manifest_mismatch") != std::string::npos, run.error[r]);
+    BOOST_TEST(run.error[r].find("'t001'") != std::string::npos, run.error[r]);
+    BOOST_TEST(run.error[r].find("rank 2") != std::string::npos, run.error[r]);
+  }
+  // The ring is still usable afterwards.
+  const ClientRun ok = run_clients(ring, "none", 10, 1, [](std::size_t) {
+    return std::vector<std::size_t>{10, 20};
+  });
+  check_run(ok, "none", 10, 1, {10, 20});
+}
+
+BOOST_AUTO_TEST_CASE(local_ranks_that_disagree_are_named) {
+  LocalRing ring(ring_options(2, 2));
+  ring.start_all();
+  ring.wait_up();
+  const ClientRun run = run_clients(ring, "fp16", 11, 1, [](std::size_t rank) {
+    return rank == 1 ? std::vector<std::size_t>{5} : std::vector<std::size_t>{6};
+  });
+  for (std::size_t r = 0; r < 4; ++r) {
+    BOOST_TEST(run.status[r] == 3);
+    BOOST_TEST(run.error[r].find("manifest_mismatch") != std::string::npos, run.error[r]);
+    BOOST_TEST(run.error[r].find("rank 1") != std::string::npos, run.error[r]);
+  }
+}

@@ -1,0 +1,75 @@
+#include "proc/local_ring.hpp"
+
+#include <stdexcept>
+#include <thread>
+
+#include <zring/error.hpp>
+
+#include "client/status.hpp"
+
+namespace zring::proc {
+
+LocalRing::LocalRing(LocalRingOptions options)
+    : options_(std::move(options)), ports_(free_ports(options_.nodes)),
+      daemons_(options_.nodes) {
+  std::string yaml = "nodes:\n";
+  for (std::size_t n = 0; n < options_.nodes; ++n)
+    yaml += "  - {name: " + name(n) + ", address: tcp://127.0.0.1:" + std::to_string(ports_[n]) +
+            ", ipc: '" + ipc(n) + "'}\n";
+  yaml += "ipc: ipc://" + dir_.path() + "/unused.sock\n";
+  yaml += "local_ranks: " + std::to_string(options_.local_ranks) + "\n";
+  yaml += "timeout_ms: " + std::to_string(options_.timeout_ms) + "\n";
+  yaml += "heartbeat_ms: " + std::to_string(options_.heartbeat_ms) + "\n";
+  yaml += "chunk_bytes: " + std::to_string(options_.chunk_bytes) + "\n";
+  yaml += "log_level: " + options_.log_level + "\n";
+  yaml += options_.extra_yaml;
+  config_path_ = dir_.path() + "/ring.yaml";
+  write_file(config_path_, yaml);
+}
+
+LocalRing::~LocalRing() {
+  for (Process& p : daemons_) p.kill();
+}
+
+std::string LocalRing::ipc(std::size_t node) const {
+  return "ipc://" + dir_.path() + "/" + name(node) + ".sock";
+}
+
+std::string LocalRing::log(std::size_t node) const {
+  return read_file(dir_.path() + "/" + name(node) + ".log");
+}
+
+void LocalRing::start(std::size_t node) {
+  daemons_.at(node).kill();
+  daemons_.at(node) = Process::spawn(
+      {options_.zringd, "--config", config_path_, "--node", name(node)},
+      dir_.path() + "/" + name(node) + ".log");
+}
+
+void LocalRing::start_all() {
+  for (std::size_t n = 0; n < options_.nodes; ++n) start(n);
+}
+
+bool LocalRing::is_up(std::size_t node) {
+  try {
+    const std::string status = client::query_status(ipc(node), std::chrono::milliseconds(500));
+    return status.find("\"ring_up\":true") != std::string::npos;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+void LocalRing::wait_up(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (std::size_t n = 0; n < options_.nodes; ++n) {
+    while (!is_up(n)) {
+      if (!daemons_[n].running())
+        throw std::runtime_error("zringd " + name(n) + " exited:\n" + log(n));
+      if (std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error("ring not up in time; log of " + name(n) + ":\n" + log(n));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+}  // namespace zring::proc

@@ -1,0 +1,63 @@
+// process.hpp - child processes for multi-process tests, never left behind.
+//
+// A Process is killed (SIGKILL) and reaped when it goes out of scope, and is
+// killed by the kernel if the test process dies first (PR_SET_PDEATHSIG), so
+// a failing test stops everything it started.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zring::proc {
+
+class Process {
+ public:
+  Process() = default;
+  // Starts argv[0] with arguments; stdout and stderr go to log_path (or are
+  // inherited when empty). Extra environment entries are "NAME=value".
+  static Process spawn(const std::vector<std::string>& argv, const std::string& log_path = "",
+                       const std::vector<std::string>& env = {});
+  Process(Process&& other) noexcept;
+  Process& operator=(Process&& other) noexcept;
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  ~Process();
+
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
+  [[nodiscard]] bool running();
+  void signal(int sig) const;
+  // Waits for exit; returns the exit status (128 + signal when killed), or
+  // nullopt when it is still running at the deadline.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+  // SIGKILL and reap (no-op when already gone).
+  void kill() noexcept;
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+// A fresh private directory under $TMPDIR, removed with its content on scope exit.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// TCP ports on 127.0.0.1 that nothing listens on now (asked of the kernel).
+std::vector<int> free_ports(std::size_t count);
+
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& text);
+
+}  // namespace zring::proc
