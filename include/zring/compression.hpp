@@ -76,6 +76,9 @@ class CompressionMethod {
   }
 
  private:
+  static CompressionMethod counted(CompressionKind kind, const char* name, std::size_t k);
+  static CompressionMethod fraction(CompressionKind kind, const char* name, double ratio);
+
   CompressionKind kind_ = CompressionKind::none;
   bool error_feedback_ = false;
   bool is_ratio_ = false;

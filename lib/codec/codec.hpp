@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include <zring/compression.hpp>
@@ -114,7 +115,13 @@ void bf16s_to_floats(const std::uint16_t* h, std::size_t n, float* out) noexcept
 
 // k distinct indices in [0, n), sorted ascending, drawn from seed by a
 // generator that is the same on every platform (so every rank draws the same).
+// Throws Error(invalid_argument) unless k <= n <= 2^32.
 std::vector<std::uint32_t> random_indices(std::uint64_t seed, std::size_t n, std::size_t k);
+
+// The randomk seed of one tensor in one op: the op's seed (shared by every
+// rank) mixed with a hash of the tensor's name, so tensors draw different
+// indices and every rank derives the same seed for the same tensor.
+std::uint64_t tensor_seed(std::uint64_t op_seed, std::string_view tensor_name);
 
 // Bit packing of codes of `bits` bits (1..32), LSB first, into
 // packed_bytes(n, bits) bytes.

@@ -1,0 +1,63 @@
+// error_feedback.cpp - the per-tensor residual kept around any codec.
+#include "codec/error_feedback.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "codec/view.hpp"
+
+namespace zring::codec {
+namespace {
+
+// A residual entry that is not finite would poison every later step.
+inline float keepable(float r) noexcept { return std::isfinite(r) ? r : 0.0f; }
+
+}  // namespace
+
+void ErrorFeedback::corrected(const std::string& name, const float* x, std::size_t n,
+                              float* out) const {
+  const std::vector<float>* r = residual(name);
+  if (r == nullptr || r->size() != n) {
+    std::copy(x, x + n, out);
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) out[i] = x[i] + (*r)[i];
+}
+
+void ErrorFeedback::update(const std::string& name, const float* corrected, const float* decoded,
+                           std::size_t n) {
+  std::vector<float>& r = residuals_[name];
+  r.resize(n);
+  for (std::size_t i = 0; i < n; ++i) r[i] = keepable(corrected[i] - decoded[i]);
+}
+
+CompressedGradient ErrorFeedback::compress(const Codec& codec, const std::string& name,
+                                           const float* x, std::size_t n, const CodecContext& ctx) {
+  // The residual buffer itself becomes the corrected gradient and then the
+  // new residual c - D(C(c)): no per-step allocation of a tensor-sized
+  // buffer, and a sparse view costs one pass over its entries.
+  std::vector<float>& r = residuals_[name];
+  if (r.size() != n) r.assign(n, 0.0f);
+  for (std::size_t i = 0; i < n; ++i) r[i] = x[i] + r[i];
+  CompressedGradient g;
+  try {
+    g = codec.compress(r.data(), n, ctx);
+  } catch (...) {
+    residuals_.erase(name);  // r holds neither the old nor a new residual
+    throw;
+  }
+  if (detail::is_dense_view(g)) {
+    for (std::size_t i = 0; i < n; ++i) r[i] = keepable(r[i] - g.values[i]);
+  } else {
+    for (std::size_t j = 0; j < g.indices.size(); ++j) r[g.indices[j]] -= g.values[j];
+    for (float& v : r) v = keepable(v);
+  }
+  return g;
+}
+
+const std::vector<float>* ErrorFeedback::residual(const std::string& name) const {
+  const auto it = residuals_.find(name);
+  return it == residuals_.end() ? nullptr : &it->second;
+}
+
+}  // namespace zring::codec

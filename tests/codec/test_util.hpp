@@ -1,0 +1,49 @@
+// test_util.hpp - helpers shared by the codec tests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <zring/compression.hpp>
+#include <zring/error.hpp>
+
+#include "codec/codec.hpp"
+
+namespace zring::codec::test {
+
+// n values drawn from N(0, scale^2), the same for the same seed.
+std::vector<float> normal_values(std::size_t n, std::uint64_t seed, float scale = 1.0f);
+
+// Bitwise equality (so nan == nan when the bits agree, and -0 != +0).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
+
+// A copy of g with only what travels (method, size, payload), decoded.
+CompressedGradient decoded_copy(const Codec& codec, const CompressedGradient& g);
+
+// True when calling f throws zring::Error with the given code.
+template <class F>
+bool throws_code(F&& f, ErrorCode code) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code() == code;
+  }
+  return false;
+}
+
+// True when decoding payload for a tensor of n elements is rejected as
+// malformed_message (and nothing else is thrown).
+bool rejects(const Codec& codec, std::vector<std::uint8_t> payload, std::size_t n);
+
+// A method of every kind, with typical parameters.
+std::vector<CompressionMethod> every_method();
+
+// The payload size the layout of g's method prescribes for g's view.
+std::size_t layout_bytes(const CompressedGradient& g);
+
+// Bytes of an unsigned LEB128 varint.
+std::size_t leb128_size(std::uint32_t v);
+
+}  // namespace zring::codec::test

@@ -1,0 +1,69 @@
+// threshold_test.cpp - threshold keeps exactly the pairs with |x| > t.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "codec/codec.hpp"
+#include "test_util.hpp"
+
+using zring::CompressedGradient;
+using zring::CompressionMethod;
+namespace codec = zring::codec;
+namespace t = zring::codec::test;
+
+BOOST_AUTO_TEST_SUITE(threshold)
+
+BOOST_AUTO_TEST_CASE(keeps_exactly_the_values_above_t) {
+  for (float th : {0.0f, 0.5f, 1.0f, 2.5f, 100.0f}) {
+    std::vector<float> x = t::normal_values(9000, 6);
+    x[1] = th;                        // equal to t: dropped
+    x[2] = -th;                       // equal magnitude: dropped
+    x[3] = std::nextafter(th, 1e9f);  // just above: kept
+    const auto g =
+        codec::make_codec(CompressionMethod::threshold(th))->compress(x.data(), x.size(), {});
+    std::vector<std::uint32_t> expected;
+    std::vector<float> values;
+    for (std::uint32_t i = 0; i < x.size(); ++i) {
+      if (std::fabs(x[i]) > th) {
+        expected.push_back(i);
+        values.push_back(x[i]);
+      }
+    }
+    BOOST_TEST((g.indices == expected), "t=" << th);
+    BOOST_TEST(t::same_bits(g.values, values));
+    BOOST_TEST(g.indices.size() > 0u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(zero_threshold_drops_only_zeros) {
+  const std::vector<float> x = {0.0f, -0.0f, 1e-45f, -1.0f, 0.0f};
+  const auto g =
+      codec::make_codec(CompressionMethod::threshold(0.0f))->compress(x.data(), x.size(), {});
+  BOOST_TEST(g.indices == (std::vector<std::uint32_t>{2, 3}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(nothing_above_gives_an_empty_sparse_view) {
+  const std::vector<float> x(1000, 0.25f);
+  const auto c = codec::make_codec(CompressionMethod::threshold(1.0f));
+  const CompressedGradient g = c->compress(x.data(), x.size(), {});
+  BOOST_TEST(g.indices.empty());
+  BOOST_TEST(g.values.empty());
+  BOOST_TEST(g.payload.size() == 4u);
+  BOOST_TEST((g.to_dense() == std::vector<float>(1000, 0.0f)));
+}
+
+BOOST_AUTO_TEST_CASE(nan_and_inf_are_always_kept) {
+  std::vector<float> x(100, 0.0f);
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  x[8] = -std::numeric_limits<float>::infinity();
+  const auto g =
+      codec::make_codec(CompressionMethod::threshold(1e30f))->compress(x.data(), x.size(), {});
+  BOOST_TEST(g.indices == (std::vector<std::uint32_t>{7, 8}), boost::test_tools::per_element());
+  BOOST_TEST(std::isnan(g.values[0]));
+  BOOST_TEST(std::isinf(g.values[1]));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
