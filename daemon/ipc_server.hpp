@@ -25,7 +25,7 @@
 #include <zring/config.hpp>
 
 #include "ring_worker.hpp"
-#include "wire/ring_wire.hpp"
+#include "wire/wire.hpp"
 
 namespace zring::daemon {
 

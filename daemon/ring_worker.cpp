@@ -204,9 +204,14 @@ void RingWorker::execute(OpJob& job) {
   const bool feedback = input.method.has_error_feedback() && input.error.empty();
   std::vector<codec::ErrorFeedback> saved;
   if (feedback) saved = r.residuals;  // a failed op must not eat what it did not send
+  const auto started = Clock::now();
   try {
     collective::OpOutput out = collective::run_allreduce(r.ring, context, input, r.residuals);
     r.ring.end_op(std::nullopt);
+    log_debug("op " + std::to_string(done.op) + ": ring part took " +
+              std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                                 Clock::now() - started).count()) + " us for " +
+              std::to_string(out.stats.bytes_sent) + " bytes sent");
     done.values = std::move(out.values);
     done.elements = out.elements;
     done.wire_bytes = out.stats.bytes_sent;

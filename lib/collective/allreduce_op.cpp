@@ -6,7 +6,7 @@
 
 #include "collective/plan.hpp"
 #include "collective/ring_allgather.hpp"
-#include "wire/ring_wire.hpp"
+#include "wire/wire.hpp"
 
 namespace zring::collective {
 namespace {

@@ -158,8 +158,12 @@ void ZmqRing::service(Deadline until, zmq::socket_t* wake) {
 std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socket_t* wake,
                                                       bool* woken) {
   const auto now = Clock::now();
-  Deadline next = std::min(until, nodes() > 1 ? std::min(next_heartbeat_, next_form_) : until);
-  if (nodes() > 1 && up_) next = std::min(next, last_heard_ + options_.timeout);
+  // Sleep until the earliest timer that can fire in this state.
+  Deadline next = until;
+  if (nodes() > 1) {
+    next = std::min(next, next_heartbeat_);
+    next = std::min(next, up_ ? last_heard_ + options_.timeout : next_form_);
+  }
   auto wait = std::max<Clock::duration>(next - now, Clock::duration::zero());
   if (interrupt_) wait = std::min<Clock::duration>(wait, std::chrono::milliseconds(100));
   zmq::pollitem_t items[] = {

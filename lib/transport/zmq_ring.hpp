@@ -33,7 +33,7 @@
 #include <zring/error.hpp>
 
 #include "collective/link.hpp"
-#include "wire/ring_wire.hpp"
+#include "wire/wire.hpp"
 
 namespace zring::transport {
 

@@ -1,0 +1,33 @@
+#include "client/status.hpp"
+
+#include <zmq.hpp>
+
+#include <zring/error.hpp>
+
+#include "wire/wire.hpp"
+
+namespace zring::client {
+
+std::string query_status(const std::string& endpoint, std::chrono::milliseconds timeout) {
+  zmq::context_t context(1);
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.connect(endpoint);
+  wire::IpcHeader request;
+  request.kind = wire::IpcKind::status;
+  request.request = 1;
+  const auto bytes = wire::encode_ipc_header(request);
+  socket.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, timeout) == 0)
+    throw Error(ErrorCode::timeout, "no answer from zringd at " + endpoint + " within " +
+                                        std::to_string(timeout.count()) + " ms");
+  zmq::message_t frame;
+  (void)socket.recv(frame);
+  const wire::IpcHeader reply = wire::decode_ipc_header(frame.data<std::uint8_t>(), frame.size());
+  if (reply.kind == wire::IpcKind::error)
+    throw Error(static_cast<ErrorCode>(reply.error_code), reply.text);
+  return reply.text;
+}
+
+}  // namespace zring::client

@@ -1,0 +1,212 @@
+// wire.hpp - the zring wire format (internal to libzring).
+//
+// Every msgpack message zring sends (between ranks, between a client and its
+// zringd, around the ring) is one msgpack array:
+//
+//   [version, type, body...]
+//
+// version is kWireVersion (an unsigned integer) and is always read first, so a
+// peer speaking another protocol gets unsupported_version, never a confusing
+// decode error. type is a MessageType; the body depends on the type. Messages
+// are positional: no maps, no ext types. The one message that is not msgpack,
+// the payload list, is always framed inside a versioned exchange (its size is
+// announced by a summary).
+//
+// lib/wire is the only place of zring that knows msgpack (wire.cpp: gradients;
+// wire_ring.cpp: ring headers, summaries, payload lists; wire_ipc.cpp: client
+// <-> daemon headers; wire_manifest.cpp: tensor names, shapes and manifests;
+// msgpack_io.*: the reader and writer they all share).
+// Decoders face untrusted bytes: the version is judged first, every length is
+// checked against the message type's limits before anything is allocated for
+// it, and every violation throws zring::Error(malformed_message) naming the
+// message, the field and the problem.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <zring/compression.hpp>
+
+#include "collective/link.hpp"
+#include "collective/manifest.hpp"
+
+namespace zring::wire {
+
+// Bump on any incompatible change of any message layout.
+inline constexpr std::uint32_t kWireVersion = 1;
+
+// What a message is. Values are part of the wire format: never renumber.
+enum class MessageType : std::uint32_t {
+  gradients = 1,  // a CompressedMap (one rank's compressed gradients)
+  ring = 2,       // a RingHeader (ring traffic between zringd nodes)
+  summary = 3,    // a collective::NodeSummary (the first phase of every op)
+  ipc = 4,        // an IpcHeader (client or zringctl <-> zringd)
+};
+
+// Checks the header of any message and returns its type. Throws
+// unsupported_version for another protocol version and malformed_message for
+// anything that does not start [kWireVersion, known type, ...]. The body is
+// not checked: the decoder of the type does that.
+[[nodiscard]] MessageType peek_message_type(const std::uint8_t* data, std::size_t size);
+
+// --- gradients -----------------------------------------------------------------
+
+// Longest CompressionMethod text accepted ("ef:threshold:0.001" is 18).
+inline constexpr std::size_t kMaxMethodBytes = 64;
+
+// Bounds a decoder enforces on untrusted input. The defaults admit anything
+// a well-behaved zring sends; tighter values are for tests and for sockets
+// that know their peers send less.
+//
+// Memory: before unpacking, the message's msgpack tree is scanned and at most
+// 3 + max_tensors * (6 + max_rank) objects (24 bytes each, about 22 MiB with
+// the defaults) are ever allocated for it; strings and payloads are read in
+// place and each payload is copied once. The decoded float32 view costs 4
+// bytes per kept element, so it is bounded by 4 * max_total_elements bytes.
+struct DecodeLimits {
+  // The whole message (the largest ZMQ_MAXMSGSIZE a config should set).
+  std::size_t max_message_bytes = std::size_t{1} << 30;
+  // Tensors in one gradients message.
+  std::size_t max_tensors = std::size_t{1} << 16;
+  // Elements of one tensor: indices travel as uint32, so 2^32 - 1 at most.
+  std::size_t max_elements = 0xFFFFFFFFu;
+  // Elements of all tensors of one message together (16 GiB as float32).
+  std::size_t max_total_elements = std::size_t{1} << 32;
+  // Bytes of one tensor name.
+  std::size_t max_name_bytes = 1024;
+  // Dimensions of one tensor shape (5-D covers 3-D convolution weights).
+  std::size_t max_rank = 8;
+};
+
+// A gradients message: [version, 1 (gradients), [entry...]], one entry per
+// tensor, in name order:
+//   [name (str, 1..max_name_bytes), method (str, CompressionMethod text,
+//    never "ef:..."), shape (array of uint), original_size (uint),
+//    payload (bin: the codec's encoding)]
+// Only the payload carries values; the decoder rebuilds the view (indices,
+// values, seed, ...) from it with the codec, which validates it.
+// Throws invalid_argument when a gradient cannot be encoded (its method has
+// error feedback, or a size exceeds what msgpack can frame: 2^32 - 1).
+[[nodiscard]] std::vector<std::uint8_t> encode_gradients(const CompressedMap& gradients);
+
+[[nodiscard]] CompressedMap decode_gradients(const std::uint8_t* data, std::size_t size,
+                                             const DecodeLimits& limits = {});
+
+// --- manifests (inside summaries and IPC headers) --------------------------------
+//
+// A collective::Manifest travels as
+//   [method (str, <= kMaxMethodBytes, not parsed here),
+//    [[name (str, 1..kMaxManifestNameBytes), shape (array of <= kMaxManifestRank
+//      uint, each < 2^32), numel (uint < 2^32, the product of the shape)]...]]
+// with at most kMaxManifestTensors tensors, names strictly increasing (sorted,
+// no duplicates). The bounds are DecodeLimits' defaults.
+inline constexpr std::size_t kMaxManifestTensors = std::size_t{1} << 16;
+inline constexpr std::size_t kMaxManifestRank = 8;
+inline constexpr std::size_t kMaxManifestNameBytes = 1024;
+
+// --- ring ----------------------------------------------------------------------
+// Every ring message is a ZeroMQ message of one or two frames: a msgpack
+// RingHeader, then (data only) the raw payload bytes, kept out of msgpack
+// so they are never copied.
+
+enum class RingKind : std::uint8_t {
+  data = 1,       // a chunk of an op: tag + payload frame
+  heartbeat = 2,  // "I am alive, in generation g"
+  form = 3,       // the coordinator forms generation g: adopt it, pass it on
+  up = 4,         // generation g went all the way round: the ring is up
+  reform = 5,     // "please form a new generation" (travels to the coordinator)
+  abort = 6,      // op `op` of generation g failed at `origin`: fail it, pass it on
+};
+
+struct RingHeader {
+  RingKind kind = RingKind::data;
+  std::uint64_t generation = 0;
+  std::uint64_t op = 0;
+  std::uint32_t sender = 0;       // ring index of the node that sent this message
+  collective::ChunkTag tag;       // data
+  std::uint32_t origin = 0;       // abort, reform: where it started
+  std::uint32_t error_code = 0;   // abort: zring::ErrorCode
+  std::string text;               // abort, reform: why
+};
+
+// Longest RingHeader::text and NodeSummary::error; encoders cut longer ones.
+inline constexpr std::size_t kMaxRingTextBytes = 4096;
+
+// [version, 2 (ring), kind (1..6), generation, op, sender, phase (0..4; 1..4
+//  for data), segment, chunk, hop, origin, error_code (<= ErrorCode::internal),
+//  text (str)]: 13 flat items, the u32 fields < 2^32.
+[[nodiscard]] std::vector<std::uint8_t> encode_ring_header(const RingHeader& header);
+// Validated: throws unsupported_version / malformed_message.
+[[nodiscard]] RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size);
+
+// The summary every node sends at the start of an op:
+// [version, 3 (summary), manifest (see above), error (str), error_code
+//  (<= ErrorCode::internal), stats (bin: float32 each, host byte order),
+//  nonfinite (bin: 12 bytes each: u32 tensor, u32 index, float32 value, host
+//  byte order), blob_bytes (uint <= kMaxBlobBytes)]
+inline constexpr std::uint64_t kMaxBlobBytes = std::uint64_t{1} << 40;
+[[nodiscard]] std::vector<std::uint8_t> encode_summary(const collective::NodeSummary& summary);
+[[nodiscard]] collective::NodeSummary decode_summary(const std::uint8_t* data, std::size_t size);
+
+// A list of byte strings (sparse payloads), not msgpack: u32 count, count x
+// u32 length, then the bytes, integers in host byte order. Decoding returns
+// views into data and checks the count against expected_count and that the
+// lengths cover the bytes exactly.
+struct Span {
+  const std::uint8_t* data = nullptr;
+  std::size_t size = 0;
+};
+[[nodiscard]] std::vector<std::uint8_t> encode_payload_list(
+    const std::vector<std::vector<std::uint8_t>>& payloads);
+[[nodiscard]] std::vector<Span> decode_payload_list(const std::uint8_t* data, std::size_t size,
+                                                    std::size_t expected_count);
+
+// --- client <-> daemon (IPC) ---------------------------------------------------
+// A request or reply is a msgpack IpcHeader frame, then (submit, result) one
+// frame of fused float32 values in manifest order.
+
+enum class IpcKind : std::uint8_t {
+  hello = 1,      // client -> daemon: local_rank
+  welcome = 2,    // daemon -> client: world, rank, ...
+  submit = 3,     // client -> daemon: an all-reduce (manifest + values frame)
+  result = 4,     // daemon -> client: the averaged values frame
+  error = 5,      // daemon -> client: the request failed (code, text)
+  keepalive = 6,  // daemon -> client: still working on request `request`
+  status = 7,     // zringctl -> daemon: report; daemon -> zringctl: text (JSON)
+};
+
+struct IpcHeader {
+  IpcKind kind = IpcKind::hello;
+  std::uint64_t request = 0;       // echoed in the reply
+  std::uint32_t local_rank = 0;    // hello, submit
+  collective::Manifest manifest;   // submit
+  // welcome
+  std::uint32_t world_size = 0;
+  std::uint32_t rank = 0;
+  std::uint32_t local_ranks = 0;
+  std::uint32_t timeout_ms = 0;
+  std::uint32_t heartbeat_ms = 0;
+  std::string node;                // welcome: node name
+  // result
+  std::uint64_t op = 0;
+  std::uint64_t wire_bytes = 0;    // what this node put on the ring for the op
+  std::uint64_t dense_bytes = 0;   // what dense float32 would have cost
+  // error, status
+  std::uint32_t error_code = 0;
+  std::string text;
+};
+
+// Longest IpcHeader::node and IpcHeader::text a decoder accepts.
+inline constexpr std::size_t kMaxNodeNameBytes = 256;
+inline constexpr std::size_t kMaxIpcTextBytes = std::size_t{1} << 16;
+
+// [version, 4 (ipc), kind (1..7), request, local_rank, manifest (see above),
+//  world_size, rank, local_ranks, timeout_ms, heartbeat_ms, node (str), op,
+//  wire_bytes, dense_bytes, error_code (<= ErrorCode::internal), text (str)]:
+// 17 items, the u32 fields < 2^32.
+[[nodiscard]] std::vector<std::uint8_t> encode_ipc_header(const IpcHeader& header);
+[[nodiscard]] IpcHeader decode_ipc_header(const std::uint8_t* data, std::size_t size);
+
+}  // namespace zring::wire

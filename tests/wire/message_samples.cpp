@@ -1,0 +1,220 @@
+// message_samples.cpp - sample ring, summary and IPC messages and their checks.
+#include "message_samples.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <boost/test/unit_test.hpp>
+
+#include <zring/error.hpp>
+
+#include "wire_test_util.hpp"
+
+namespace zring::wire_test {
+
+using collective::NodeSummary;
+using wire::IpcHeader;
+using wire::IpcKind;
+using wire::RingHeader;
+using wire::RingKind;
+
+const std::vector<RingKind>& all_ring_kinds() {
+  static const std::vector<RingKind> kinds = {RingKind::data,   RingKind::heartbeat,
+                                              RingKind::form,   RingKind::up,
+                                              RingKind::reform, RingKind::abort};
+  return kinds;
+}
+
+const std::vector<IpcKind>& all_ipc_kinds() {
+  static const std::vector<IpcKind> kinds = {IpcKind::hello,  IpcKind::welcome,
+                                             IpcKind::submit, IpcKind::result,
+                                             IpcKind::error,  IpcKind::keepalive,
+                                             IpcKind::status};
+  return kinds;
+}
+
+collective::Manifest sample_manifest(std::size_t tensors) {
+  static const std::vector<collective::TensorSpec> specs = {
+      {"a.scalar", {}, 1},
+      {"b.empty", {0, 7}, 0},
+      {"c.matrix", {300, 41}, 12300},
+      {"d.conv", {64, 3, 3, 3}, 1728},
+      {"e." + std::string(200, 'n'), {5}, 5},
+      {"f.wide", {1, 1, 1, 1, 1, 1, 1, 65536}, 65536},
+  };
+  collective::Manifest m;
+  m.method = "ef:quant:8";
+  for (std::size_t i = 0; i < tensors; ++i) {
+    collective::TensorSpec spec = specs[i % specs.size()];
+    if (i >= specs.size()) spec.name = "g." + std::to_string(1000 + i);
+    m.tensors.push_back(std::move(spec));
+  }
+  return m;
+}
+
+RingHeader sample_ring_header(RingKind kind) {
+  RingHeader h;
+  h.kind = kind;
+  h.generation = (std::uint64_t{1} << 63) + static_cast<std::uint64_t>(kind);
+  h.op = 123456789012ull;
+  h.sender = 0xFFFFFFFFu;
+  h.tag = {collective::Phase::blobs, 70000, 3, 2};
+  if (kind == RingKind::heartbeat) h.tag.phase = collective::Phase::reduce;
+  h.origin = 4;
+  h.error_code = static_cast<std::uint32_t>(ErrorCode::timeout);
+  h.text = "op 3 failed at node 'b': \xc3\xa9t\xc3\xa9 " + std::to_string(static_cast<int>(kind));
+  return h;
+}
+
+NodeSummary sample_summary() {
+  NodeSummary s;
+  s.manifest = sample_manifest();
+  s.error = "rank 3: tensor 'c.matrix' holds 12 elements, expected 12300";
+  s.error_code = static_cast<std::uint8_t>(ErrorCode::size_mismatch);
+  s.stats = {0.5f, -1.25f, 3e38f, -0.0f, std::numeric_limits<float>::denorm_min(), 7.0f};
+  s.nonfinite = {{0, 0, std::numeric_limits<float>::infinity()},
+                 {2, 12299, -std::numeric_limits<float>::infinity()},
+                 {3, 17, std::numeric_limits<float>::quiet_NaN()}};
+  s.blob_bytes = wire::kMaxBlobBytes;
+  return s;
+}
+
+IpcHeader sample_ipc_header(IpcKind kind) {
+  IpcHeader h;
+  h.kind = kind;
+  h.request = std::numeric_limits<std::uint64_t>::max() - static_cast<std::uint64_t>(kind);
+  h.local_rank = 3;
+  h.manifest = sample_manifest(kind == IpcKind::submit ? 6 : 2);
+  h.world_size = 64;
+  h.rank = 17;
+  h.local_ranks = 8;
+  h.timeout_ms = 30000;
+  h.heartbeat_ms = 250;
+  h.node = "gpu-node-07";
+  h.op = 42;
+  h.wire_bytes = 1ull << 35;
+  h.dense_bytes = (1ull << 37) + 5;
+  h.error_code = static_cast<std::uint32_t>(ErrorCode::internal);
+  h.text = kind == IpcKind::status ? "{\"nodes\": [\"a\", \"b\"]}" : "all good";
+  return h;
+}
+
+std::vector<std::vector<std::uint8_t>> sample_payloads() {
+  std::vector<std::vector<std::uint8_t>> payloads;
+  for (std::size_t i = 0; i < 7; ++i) {
+    std::vector<std::uint8_t> p(i == 2 ? 0 : 3 + i * 11);
+    for (std::size_t j = 0; j < p.size(); ++j) p[j] = static_cast<std::uint8_t>(i * 31 + j);
+    payloads.push_back(std::move(p));
+  }
+  return payloads;
+}
+
+namespace {
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+}  // namespace
+
+void check_equal(const RingHeader& got, const RingHeader& want) {
+  BOOST_TEST((got.kind == want.kind));
+  BOOST_TEST(got.generation == want.generation);
+  BOOST_TEST(got.op == want.op);
+  BOOST_TEST(got.sender == want.sender);
+  BOOST_TEST((got.tag == want.tag));
+  BOOST_TEST(got.origin == want.origin);
+  BOOST_TEST(got.error_code == want.error_code);
+  BOOST_TEST(got.text == want.text);
+}
+
+void check_equal(const NodeSummary& got, const NodeSummary& want) {
+  BOOST_TEST((got.manifest == want.manifest));
+  BOOST_TEST(got.error == want.error);
+  BOOST_TEST(got.error_code == want.error_code);
+  BOOST_TEST_REQUIRE(got.stats.size() == want.stats.size());
+  for (std::size_t i = 0; i < got.stats.size(); ++i)
+    BOOST_TEST(same_bits(got.stats[i], want.stats[i]), "stats[" << i << "]");
+  BOOST_TEST_REQUIRE(got.nonfinite.size() == want.nonfinite.size());
+  for (std::size_t i = 0; i < got.nonfinite.size(); ++i) {
+    BOOST_TEST(got.nonfinite[i].tensor == want.nonfinite[i].tensor);
+    BOOST_TEST(got.nonfinite[i].index == want.nonfinite[i].index);
+    BOOST_TEST(same_bits(got.nonfinite[i].value, want.nonfinite[i].value));
+  }
+  BOOST_TEST(got.blob_bytes == want.blob_bytes);
+}
+
+void check_equal(const IpcHeader& got, const IpcHeader& want) {
+  BOOST_TEST((got.kind == want.kind));
+  BOOST_TEST(got.request == want.request);
+  BOOST_TEST(got.local_rank == want.local_rank);
+  BOOST_TEST((got.manifest == want.manifest));
+  BOOST_TEST(got.world_size == want.world_size);
+  BOOST_TEST(got.rank == want.rank);
+  BOOST_TEST(got.local_ranks == want.local_ranks);
+  BOOST_TEST(got.timeout_ms == want.timeout_ms);
+  BOOST_TEST(got.heartbeat_ms == want.heartbeat_ms);
+  BOOST_TEST(got.node == want.node);
+  BOOST_TEST(got.op == want.op);
+  BOOST_TEST(got.wire_bytes == want.wire_bytes);
+  BOOST_TEST(got.dense_bytes == want.dense_bytes);
+  BOOST_TEST(got.error_code == want.error_code);
+  BOOST_TEST(got.text == want.text);
+}
+
+void check_valid(const collective::Manifest& m) {
+  BOOST_TEST(m.method.size() <= wire::kMaxMethodBytes);
+  BOOST_TEST(m.tensors.size() <= wire::kMaxManifestTensors);
+  for (std::size_t i = 0; i < m.tensors.size(); ++i) {
+    const collective::TensorSpec& t = m.tensors[i];
+    BOOST_TEST(!t.name.empty());
+    BOOST_TEST(t.name.size() <= wire::kMaxManifestNameBytes);
+    if (i > 0) BOOST_TEST((m.tensors[i - 1].name < t.name), "names sorted at " << i);
+    BOOST_TEST(t.shape.size() <= wire::kMaxManifestRank);
+    long double product = 1;  // no wrap-around
+    for (std::uint64_t e : t.shape) product *= static_cast<long double>(e);
+    BOOST_TEST(product == static_cast<long double>(t.numel));
+    BOOST_TEST(t.numel <= 0xFFFFFFFFu);
+  }
+}
+
+namespace {
+constexpr auto kMaxErrorCode = static_cast<std::uint32_t>(ErrorCode::internal);
+}
+
+void check_valid(const RingHeader& h) {
+  const auto kind = static_cast<int>(h.kind);
+  BOOST_TEST((kind >= 1 && kind <= 6));
+  const auto phase = static_cast<int>(h.tag.phase);
+  BOOST_TEST((phase >= (h.kind == RingKind::data ? 1 : 0) && phase <= 4));
+  BOOST_TEST(h.error_code <= kMaxErrorCode);
+  BOOST_TEST(h.text.size() <= wire::kMaxRingTextBytes);
+}
+
+void check_valid(const NodeSummary& s) {
+  check_valid(s.manifest);
+  BOOST_TEST(s.error.size() <= wire::kMaxRingTextBytes);
+  BOOST_TEST(s.error_code <= kMaxErrorCode);
+  BOOST_TEST(s.blob_bytes <= wire::kMaxBlobBytes);
+}
+
+void check_valid(const IpcHeader& h) {
+  const auto kind = static_cast<int>(h.kind);
+  BOOST_TEST((kind >= 1 && kind <= 7));
+  check_valid(h.manifest);
+  BOOST_TEST(h.node.size() <= wire::kMaxNodeNameBytes);
+  BOOST_TEST(h.error_code <= kMaxErrorCode);
+  BOOST_TEST(h.text.size() <= wire::kMaxIpcTextBytes);
+}
+
+std::string expect_malformed(const Decoder& decode, const std::vector<std::uint8_t>& bytes,
+                             const std::string& mention) {
+  std::string message;
+  BOOST_TEST((code_of([&] { decode(bytes.data(), bytes.size()); }, &message) ==
+              ErrorCode::malformed_message),
+             message);
+  BOOST_TEST_MESSAGE(message);
+  BOOST_TEST(message.find(mention) != std::string::npos, message << " should mention " << mention);
+  return message;
+}
+
+}  // namespace zring::wire_test

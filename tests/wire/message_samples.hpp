@@ -1,0 +1,46 @@
+// message_samples.hpp - valid ring, summary and IPC messages for the wire
+// tests, field-by-field comparison, and the promises of every decoded one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collective/manifest.hpp"
+#include "wire/wire.hpp"
+
+namespace zring::wire_test {
+
+const std::vector<wire::RingKind>& all_ring_kinds();
+const std::vector<wire::IpcKind>& all_ipc_kinds();
+
+// Tensors of every shape kind (scalar, empty, matrix, 4-D, long names),
+// sorted by name.
+collective::Manifest sample_manifest(std::size_t tensors = 5);
+
+// Every field set to something other than its default.
+wire::RingHeader sample_ring_header(wire::RingKind kind);
+collective::NodeSummary sample_summary();  // with stats, non-finite entries and an error
+wire::IpcHeader sample_ipc_header(wire::IpcKind kind);
+std::vector<std::vector<std::uint8_t>> sample_payloads();
+
+void check_equal(const wire::RingHeader& got, const wire::RingHeader& want);
+void check_equal(const collective::NodeSummary& got, const collective::NodeSummary& want);
+void check_equal(const wire::IpcHeader& got, const wire::IpcHeader& want);
+
+// What a decoder promises about everything it returns.
+void check_valid(const collective::Manifest& m);
+void check_valid(const wire::RingHeader& h);
+void check_valid(const collective::NodeSummary& s);
+void check_valid(const wire::IpcHeader& h);
+
+// A decoder under test, its result thrown away.
+using Decoder = std::function<void(const std::uint8_t* data, std::size_t size)>;
+
+// Checks that decode throws zring::Error(malformed_message) on bytes, with a
+// message that mentions `mention`; returns the message.
+std::string expect_malformed(const Decoder& decode, const std::vector<std::uint8_t>& bytes,
+                             const std::string& mention = "");
+
+}  // namespace zring::wire_test
