@@ -1,0 +1,66 @@
+// compressed_all_reduce.cpp - the public CompressedAllReduce, forwarding to
+// its Impl (standalone or connected).
+#include <zring/compressed_all_reduce.hpp>
+#include <zring/error.hpp>
+
+#include "client/impl.hpp"
+
+namespace zring {
+
+CompressedAllReduce::CompressedAllReduce(CompressionMethod method, std::size_t world_size)
+    : impl_(client::make_standalone(std::move(method), world_size)) {}
+
+CompressedAllReduce::CompressedAllReduce(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+CompressedAllReduce CompressedAllReduce::connect(const std::string& endpoint,
+                                                 CompressionMethod method,
+                                                 ConnectOptions options) {
+  return CompressedAllReduce(client::make_connected(endpoint, std::move(method), options));
+}
+
+CompressedAllReduce::CompressedAllReduce(CompressedAllReduce&&) noexcept = default;
+CompressedAllReduce& CompressedAllReduce::operator=(CompressedAllReduce&&) noexcept = default;
+CompressedAllReduce::~CompressedAllReduce() = default;
+
+namespace {
+// A moved-from object has no Impl; using it is a caller bug worth a clear
+// message rather than a null dereference.
+CompressedAllReduce::Impl& checked(const std::unique_ptr<CompressedAllReduce::Impl>& impl) {
+  if (!impl)
+    throw Error(ErrorCode::invalid_argument, "CompressedAllReduce: use of a moved-from object");
+  return *impl;
+}
+}  // namespace
+
+TensorMap CompressedAllReduce::all_reduce(const TensorMap& gradients) {
+  return checked(impl_).all_reduce(gradients);
+}
+
+TensorMap CompressedAllReduce::all_reduce_with_peers(const TensorMap& gradients,
+                                                     const std::vector<CompressedMap>& peers) {
+  return checked(impl_).all_reduce_with_peers(gradients, peers);
+}
+
+CompressedMap CompressedAllReduce::compress_for_transmission(const TensorMap& gradients) {
+  return checked(impl_).compress_for_transmission(gradients);
+}
+
+// The noexcept observers answer neutrally for a moved-from object.
+std::size_t CompressedAllReduce::world_size() const noexcept {
+  return impl_ ? impl_->world_size() : 0;
+}
+
+std::size_t CompressedAllReduce::rank() const noexcept { return impl_ ? impl_->rank() : 0; }
+
+const CompressionMethod& CompressedAllReduce::method() const noexcept {
+  static const CompressionMethod none;
+  return impl_ ? impl_->method() : none;
+}
+
+bool CompressedAllReduce::connected() const noexcept { return impl_ && impl_->connected(); }
+
+CompressedAllReduce::Traffic CompressedAllReduce::traffic() const noexcept {
+  return impl_ ? impl_->traffic() : Traffic{};
+}
+
+}  // namespace zring
