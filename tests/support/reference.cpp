@@ -92,7 +92,8 @@ std::vector<Vec> shared_grid(const CompressionMethod& m, const std::vector<Vec>&
           continue;
         }
         const double levels = std::ldexp(1.0, m.bits()) - 1;
-        const double step = (hi - lo) / levels;
+        // The grid's step travels as float32: round it the same way.
+        const double step = static_cast<float>((hi - lo) / levels);
         const double code = step == 0 ? 0 : std::nearbyint((c[r][i] - lo) / step);
         d[r][i] = static_cast<float>(lo + std::clamp(code, 0.0, levels) * step);
         boundary[i] = step / world;

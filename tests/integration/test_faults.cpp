@@ -1,0 +1,181 @@
+// Faults with real daemons: a peer killed or frozen mid-op, a restart, a
+// client that dies, garbage on the ring port and the IPC socket. Every
+// surviving rank must get a clear error within its deadline (never hang),
+// and the ring must recover without restarting the others.
+#define BOOST_TEST_MODULE faults
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include <zmq.hpp>
+
+#include "proc/local_ring.hpp"
+#include "support/reference.hpp"
+
+using namespace zring;
+using namespace zring::proc;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+LocalRingOptions options(std::size_t nodes, int timeout_ms = 2000) {
+  LocalRingOptions o;
+  o.zringd = ZRING_ZRINGD_PATH;
+  o.nodes = nodes;
+  o.timeout_ms = timeout_ms;
+  o.heartbeat_ms = 100;
+  return o;
+}
+
+struct Client {
+  Process process;
+  std::string out;
+  Clock::time_point started;
+};
+
+// A client on node n doing `rounds` all-reduces of `size` floats.
+Client start_client(LocalRing& ring, std::size_t node, const std::string& method, int rounds,
+                    std::size_t size, std::uint64_t seed, int timeout_ms = 4000) {
+  const std::string out = ring.dir() + "/c" + std::to_string(node) + "-" + std::to_string(seed);
+  std::remove((out + ".err").c_str());
+  return Client{Process::spawn({ZRING_RING_CLIENT_PATH, ring.ipc(node), "0", method,
+                                std::to_string(seed), std::to_string(rounds),
+                                std::to_string(size), out, std::to_string(timeout_ms)},
+                               out + ".log"),
+                out, Clock::now()};
+}
+
+// Waits for the client; returns its exit status and the time it took.
+std::pair<int, double> finish(Client& c, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const auto status = c.process.wait(limit);
+  return {status.value_or(-1), std::chrono::duration<double>(Clock::now() - c.started).count()};
+}
+
+bool all_succeed(LocalRing& ring, std::uint64_t seed, std::size_t size = 1000) {
+  std::vector<Client> clients;
+  for (std::size_t n = 0; n < ring.options().nodes; ++n)
+    clients.push_back(start_client(ring, n, "none", 2, size, seed));
+  bool ok = true;
+  for (auto& c : clients) ok = finish(c).first == 0 && ok;
+  return ok;
+}
+
+// Retries until an op works on every rank (the ring re-forms after faults).
+bool recovers(LocalRing& ring, std::uint64_t seed, std::chrono::seconds within) {
+  const auto deadline = Clock::now() + within;
+  while (Clock::now() < deadline) {
+    if (all_succeed(ring, seed++)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(killed_peer_gives_every_rank_an_error_then_the_ring_recovers) {
+  LocalRing ring(options(3));
+  ring.start_all();
+  ring.wait_up();
+  std::mt19937 rng(7);
+  double worst = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    // Long ops, so the kill lands inside one at a random point.
+    std::vector<Client> clients;
+    for (std::size_t n = 0; n < 3; ++n) clients.push_back(start_client(ring, n, "quant:8", 50, 300000, 50 + trial));
+    const std::size_t victim = trial % 3;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
+    const auto killed_at = Clock::now();
+    ring.daemon(victim).kill();
+    for (std::size_t n = 0; n < 3; ++n) {
+      if (n == victim) continue;
+      const auto [status, seconds] = finish(clients[n]);
+      const double after_kill = std::chrono::duration<double>(Clock::now() - killed_at).count();
+      worst = std::max(worst, after_kill);
+      BOOST_TEST(status == 3, "trial " << trial << ": client on node " << n << " exited " << status);
+      const std::string err = read_file(clients[n].out + ".err");
+      BOOST_TEST((err.find("peer_lost") != std::string::npos || err.find("timeout") != std::string::npos ||
+                  err.find("aborted") != std::string::npos),
+                 err);
+      // Deadline: the daemon's timeout (2 s) plus a margin for the abort to travel.
+      BOOST_TEST(after_kill < 2.0 + 3.0, "took " << after_kill << " s after the kill");
+    }
+    ring.start(victim);  // as systemd's Restart=on-failure would
+    BOOST_TEST(recovers(ring, 1000 + trial * 10, std::chrono::seconds(30)),
+               "the ring did not recover after restarting node " << victim);
+  }
+  BOOST_TEST_MESSAGE("worst time from kill to error: " << worst << " s");
+}
+
+BOOST_AUTO_TEST_CASE(frozen_peer_times_out_and_thawing_it_recovers) {
+  LocalRing ring(options(3));
+  ring.start_all();
+  ring.wait_up();
+  std::vector<Client> clients;
+  for (std::size_t n = 0; n < 3; ++n) clients.push_back(start_client(ring, n, "none", 40, 300000, 60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ring.daemon(1).signal(SIGSTOP);
+  for (std::size_t n : {0u, 2u}) {
+    const auto [status, seconds] = finish(clients[n]);
+    BOOST_TEST(status == 3);
+    BOOST_TEST(seconds < 15.0);
+  }
+  // The frozen daemon's own client times out on silence.
+  const auto [status1, seconds1] = finish(clients[1]);
+  BOOST_TEST(status1 == 3, read_file(clients[1].out + ".err"));
+  BOOST_TEST(read_file(clients[1].out + ".err").find("silent") != std::string::npos,
+             read_file(clients[1].out + ".err"));
+  ring.daemon(1).signal(SIGCONT);
+  BOOST_TEST(recovers(ring, 70, std::chrono::seconds(30)));
+}
+
+BOOST_AUTO_TEST_CASE(client_that_dies_mid_op_fails_the_op_not_the_daemon) {
+  LocalRing ring(options(2));
+  ring.start_all();
+  ring.wait_up();
+  // Only node 0's client runs: it waits for node 1's, which is killed.
+  Client lonely = start_client(ring, 0, "none", 1, 1000, 80);
+  Client doomed = start_client(ring, 1, "none", 1, 1000, 81);
+  doomed.process.signal(SIGKILL);
+  (void)finish(doomed);
+  const auto [status, seconds] = finish(lonely);
+  // Either the op completed before the kill or it failed with an error.
+  BOOST_TEST((status == 0 || status == 3));
+  BOOST_TEST(ring.daemon(0).running());
+  BOOST_TEST(ring.daemon(1).running());
+  BOOST_TEST(recovers(ring, 90, std::chrono::seconds(30)));
+}
+
+BOOST_AUTO_TEST_CASE(garbage_on_the_ring_port_and_ipc_socket_is_dropped) {
+  LocalRing ring(options(3));
+  ring.start_all();
+  ring.wait_up();
+  zmq::context_t ctx(1);
+  // A stranger pushes garbage at node 1's ring port while ops run.
+  zmq::socket_t push(ctx, zmq::socket_type::push);
+  push.set(zmq::sockopt::linger, 0);
+  push.connect("tcp://127.0.0.1:" + std::to_string(ring.port(1)));
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(ring.ipc(2));
+  std::mt19937 rng(3);
+  std::atomic<bool> stop{false};
+  std::thread flood([&] {
+    std::vector<std::uint8_t> junk;
+    while (!stop) {
+      junk.resize(rng() % 300);
+      for (auto& b : junk) b = static_cast<std::uint8_t>(rng());
+      (void)push.send(zmq::buffer(junk), zmq::send_flags::dontwait);
+      (void)dealer.send(zmq::buffer(junk), zmq::send_flags::dontwait);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  bool ok = true;
+  for (int round = 0; round < 3; ++round) ok = all_succeed(ring, 200 + round, 20000) && ok;
+  stop = true;
+  flood.join();
+  BOOST_TEST(ok, "an all-reduce failed while garbage arrived");
+  for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
+}
