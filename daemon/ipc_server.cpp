@@ -11,6 +11,7 @@
 #include <zring/error.hpp>
 
 #include "log.hpp"
+#include "metrics.hpp"
 
 namespace zring::daemon {
 namespace {
@@ -33,7 +34,7 @@ IpcServer::IpcServer(boost::asio::io_context& io, zmq::context_t& context,
                      const RingConfig& config, RingWorker& worker)
     : io_(io), config_(config), worker_(worker), socket_(context, zmq::socket_type::router),
       fd_(io), stall_timer_(io), keepalive_timer_(io), waiting_(config.local_ranks),
-      owners_(config.local_ranks), owes_(config.local_ranks) {}
+      owners_(config.local_ranks), owes_(config.local_ranks), regions_(config.local_ranks) {}
 
 IpcServer::~IpcServer() {
   if (fd_.is_open()) fd_.release();  // the descriptor is ZeroMQ's, not ours to close
@@ -76,6 +77,7 @@ void IpcServer::stop(const std::string& why) {
     for (const Request& r : requests) send_error(r.client, r.id, ErrorCode::aborted, why);
   waiting_.assign(config_.local_ranks, {});
   running_ops_.clear();
+  regions_.assign(config_.local_ranks, nullptr);  // removes the files
   running_ = false;
   stall_timer_.cancel();
   keepalive_timer_.cancel();
@@ -130,7 +132,9 @@ void IpcServer::handle(std::vector<zmq::message_t>& frames) {
   if (frames.size() == 3) values = std::move(frames[2]);
   switch (header.kind) {
     case wire::IpcKind::hello: on_hello(client, header); return;
-    case wire::IpcKind::submit: on_submit(client, header, std::move(values)); return;
+    case wire::IpcKind::submit:
+    case wire::IpcKind::submit_shared: on_submit(client, header, std::move(values)); return;
+    case wire::IpcKind::attach: on_attach(client, header); return;
     case wire::IpcKind::status: on_status(client, header); return;
     default:
       send_error(client, header.request, ErrorCode::malformed_message,
@@ -158,6 +162,7 @@ void IpcServer::on_hello(const std::string& client, const wire::IpcHeader& heade
       send_error(r.client, r.id, ErrorCode::aborted, "another process connected as " + rank_name(l));
     waiting_[l].clear();
     owes_[l].reset();
+    regions_[l].reset();
     owners_[l] = client;
     OpJob reset;
     reset.reset_rank = l;
@@ -179,13 +184,8 @@ void IpcServer::on_hello(const std::string& client, const wire::IpcHeader& heade
 void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& header,
                           std::optional<zmq::message_t> values) {
   const std::size_t l = header.local_rank;
-  if (l >= config_.local_ranks || owners_[l] != client) {
-    send_error(client, header.request, ErrorCode::invalid_argument,
-               "submit before hello, or from a process that no longer holds local rank " +
-                   std::to_string(l) + "; reconnect");
-    return;
-  }
-  Request r{client, header.request, l, header.manifest, {}, nullptr, Clock::now()};
+  if (!check_owner(client, header)) return;
+  Request r{client, header.request, l, header.manifest, {}, {}, nullptr, Clock::now()};
   try {
     r.method = CompressionMethod::parse(header.manifest.method);
   } catch (const Error& e) {
@@ -193,10 +193,13 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
     return;
   }
   const std::uint64_t bytes = header.manifest.elements() * sizeof(float);
-  const std::size_t got = values ? values->size() : 0;
-  if (got != bytes) {
+  const bool shared = header.kind == wire::IpcKind::submit_shared;
+  if (shared) r.region = regions_[l];
+  const std::uint64_t room = shared ? (r.region ? r.region->size() : 0) : (values ? values->size() : 0);
+  if (shared ? room < bytes : room != bytes) {
     send_error(client, header.request, ErrorCode::size_mismatch,
-               "the values frame holds " + std::to_string(got) + " bytes but the manifest's " +
+               std::string(shared ? "the shared buffer holds " : "the values frame holds ") +
+                   std::to_string(room) + " bytes but the manifest's " +
                    std::to_string(header.manifest.elements()) + " float32 elements need " +
                    std::to_string(bytes));
     return;
@@ -208,10 +211,60 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
     owes_[l].reset();
     return;
   }
-  r.values = values ? std::make_shared<zmq::message_t>(std::move(*values))
-                    : std::make_shared<zmq::message_t>();
+  if (shared) {
+    r.values = collective::Bytes(r.region->data(), bytes, r.region);
+  } else {
+    auto message = std::make_shared<zmq::message_t>(std::move(*values));
+    r.values = collective::Bytes(message->data<std::uint8_t>(), message->size(), message);
+  }
   waiting_[l].push_back(std::move(r));
   assemble();
+}
+
+// Only the process that said hello last for a local rank speaks for it. A
+// rank nobody holds means this daemon does not know the client (it restarted
+// since): the client may say hello again and retry.
+bool IpcServer::check_owner(const std::string& client, const wire::IpcHeader& header) {
+  const std::size_t l = header.local_rank;
+  if (l < config_.local_ranks && owners_[l] == client) return true;
+  if (l < config_.local_ranks && owners_[l].empty()) {
+    send_error(client, header.request, ErrorCode::connection_failed,
+               "zringd does not know this process as local rank " + std::to_string(l) +
+                   " (it restarted since the process connected): connect again");
+  } else {
+    send_error(client, header.request, ErrorCode::invalid_argument,
+               "local rank " + std::to_string(l) +
+                   (l < config_.local_ranks ? " is held by another process"
+                                            : " is out of range for node '" + config_.self + "'"));
+  }
+  return false;
+}
+
+// A client with large tensors asks for a buffer both sides map.
+void IpcServer::on_attach(const std::string& client, const wire::IpcHeader& header) {
+  const std::size_t l = header.local_rank;
+  if (!check_owner(client, header)) return;
+  constexpr std::uint64_t kMaxShared = std::uint64_t{1} << 36;  // 64 GiB
+  if (header.wire_bytes == 0 || header.wire_bytes > kMaxShared) {
+    send_error(client, header.request, ErrorCode::resource_limit,
+               "a shared buffer of " + std::to_string(header.wire_bytes) +
+                   " bytes is not offered (1 byte .. 64 GiB)");
+    return;
+  }
+  const std::string path = ipc_path(config_.ipc) + ".shm." + std::to_string(l) + "." +
+                           std::to_string(++regions_made_);
+  try {
+    regions_[l] = transport::SharedRegion::create(path, header.wire_bytes);
+  } catch (const Error& e) {
+    send_error(client, header.request, e.code(), e.what());
+    return;
+  }
+  wire::IpcHeader reply;
+  reply.kind = wire::IpcKind::attach;
+  reply.request = header.request;
+  reply.wire_bytes = header.wire_bytes;
+  reply.text = path;
+  send(client, reply);
 }
 
 // One submission from every local rank makes an op.
@@ -318,30 +371,36 @@ void IpcServer::on_op_done(OpDone done) {
   std::vector<Request> requests = std::move(it->second);
   running_ops_.erase(it);
   if (done.failure) {
-    ++stats_.ops_failed;
-    stats_.last_error = done.failure->text;
+    stats_.op_failed(requests.empty() ? "?" : requests.front().manifest.method, *done.failure);
     log_warn("op " + std::to_string(done.op) + " failed: " + done.failure->text);
     for (const Request& r : requests) send_error(r.client, r.id, done.failure->code, done.failure->text);
     return;
   }
   const std::uint64_t dense = requests.front().manifest.elements() * sizeof(float);
-  auto& method = stats_.methods[requests.front().manifest.method];
-  ++method.ops;
-  method.wire_bytes += done.wire_bytes;
-  method.dense_bytes += dense;
-  ++stats_.ops_done;
+  Clock::time_point assembled = requests.front().at;  // the last local rank's submission
+  for (const Request& r : requests) assembled = std::max(assembled, r.at);
+  stats_.op_succeeded(requests.front().manifest.method, dense, config_.nodes.size(),
+                      std::chrono::duration<double>(Clock::now() - assembled).count());
   log_debug("op " + std::to_string(done.op) + " done: " + requests.front().manifest.method + ", " +
             std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
             std::to_string(done.wire_bytes) + " bytes on the ring");
-  for (const Request& r : requests) {
-    wire::IpcHeader result;
-    result.kind = wire::IpcKind::result;
-    result.request = r.id;
-    result.op = done.op;
-    result.wire_bytes = done.wire_bytes;
-    result.dense_bytes = dense;
+  for (const Request& r : requests) reply_result(r, done, dense);
+}
+
+void IpcServer::reply_result(const Request& r, const OpDone& done, std::uint64_t dense) {
+  wire::IpcHeader result;
+  result.kind = r.region ? wire::IpcKind::result_shared : wire::IpcKind::result;
+  result.request = r.id;
+  result.op = done.op;
+  result.wire_bytes = done.wire_bytes;
+  result.dense_bytes = dense;
+  if (!r.region) {
     send(r.client, result, share(done.values, done.elements));
+    return;
   }
+  // The client reads the average where it wrote its gradients.
+  if (done.elements != 0) std::memcpy(r.region->data(), done.values.get(), done.elements * sizeof(float));
+  send(r.client, result);
 }
 
 void IpcServer::on_ring_state(const RingState& state) {
@@ -349,20 +408,14 @@ void IpcServer::on_ring_state(const RingState& state) {
   if (!state.up && stats_.ring.up) log_warn("ring down: " + state.reason);
   if (state.dropped > stats_.ring.dropped)
     log_debug(std::to_string(state.dropped - stats_.ring.dropped) + " ring messages dropped");
-  stats_.ring = state;
+  stats_.ring_reported(state);
 }
 
 void IpcServer::on_status(const std::string& client, const wire::IpcHeader& header) {
   wire::IpcHeader reply;
   reply.kind = wire::IpcKind::status;
   reply.request = header.request;
-  std::string json = "{\"node\":\"" + config_.self + "\",\"ring_up\":" +
-                     (stats_.ring.up ? "true" : "false") +
-                     ",\"generation\":" + std::to_string(stats_.ring.generation) +
-                     ",\"ops_done\":" + std::to_string(stats_.ops_done) +
-                     ",\"ops_failed\":" + std::to_string(stats_.ops_failed) +
-                     ",\"dropped\":" + std::to_string(stats_.ring.dropped) + "}";
-  reply.text = json;
+  reply.text = render_status_json(stats_, config_);  // daemon/metrics.cpp
   send(client, reply);
 }
 

@@ -1,5 +1,7 @@
 #include "ring_worker.hpp"
 
+#include <malloc.h>
+
 #include <cstring>
 
 #include "codec/error_feedback.hpp"
@@ -44,6 +46,7 @@ struct RingWorker::Ring {
   transport::ZmqRing ring;
   zmq::socket_t wake_in;
   std::vector<codec::ErrorFeedback> residuals;  // per local rank
+  collective::Workspace workspace;               // buffers reused from op to op
   std::optional<Clock::time_point> waiting_since;  // the front job waits for the ring
   RingState reported;
 };
@@ -57,6 +60,11 @@ RingWorker::RingWorker(zmq::context_t& context, const RingConfig& config,
 RingWorker::~RingWorker() { stop(); }
 
 void RingWorker::start() {
+  // Chunks and ZeroMQ messages of up to 32 MiB come from the heap, and freed
+  // memory is kept rather than given back: op after op reuses the same pages
+  // instead of faulting in fresh ones (the cost is a resident size at its peak).
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
   ring_ = std::make_unique<Ring>(context_, config_, wake_endpoint_);
   ring_->ring.set_interrupt(&stopping_);
   wake_out_.set(zmq::sockopt::linger, 0);
@@ -151,10 +159,15 @@ std::optional<OpJob> RingWorker::take_ready_job() {
 void RingWorker::report_state() {
   Ring& r = *ring_;
   const transport::RingCounters& c = r.ring.counters();
-  RingState state{r.ring.up(), r.ring.down_reason(), r.ring.generation(), c.dropped, c.malformed};
-  if (state.up == r.reported.up && state.generation == r.reported.generation &&
-      state.reason == r.reported.reason && state.dropped == r.reported.dropped)
-    return;
+  RingState state{r.ring.up(), r.ring.down_reason(), r.ring.generation(), c.dropped, c.malformed,
+                  c.formations, c.bytes_sent, c.bytes_received, {}};
+  for (std::size_t n = 0; n < config_.nodes.size(); ++n) {
+    const bool named = state.reason.find(r.ring.describe(n)) != std::string::npos;
+    state.peers.push_back(n == config_.self_index ? "self" : state.up ? "up" : named ? "down" : "unknown");
+  }
+  // Also reported when only the byte counts moved: the io thread attributes
+  // the traffic between two reports to the op that finished between them.
+  if (state == r.reported) return;
   r.reported = state;
   on_state_(state);
 }
@@ -168,9 +181,9 @@ void RingWorker::execute(OpJob& job) {
   input.method = job.method;
   const std::size_t elements = job.manifest.elements();
   std::vector<std::vector<float>> aligned;  // copies of values ZeroMQ left misaligned
-  for (const auto& msg : job.values) {
-    const auto* p = msg->data<std::uint8_t>();
-    if (msg->size() != elements * sizeof(float)) {
+  for (const collective::Bytes& values : job.values) {
+    const std::uint8_t* p = values.data();
+    if (values.size() != elements * sizeof(float)) {
       job.failure = Failure{ErrorCode::internal, "values frame of the wrong size reached the ring"};
       break;
     }
@@ -206,7 +219,7 @@ void RingWorker::execute(OpJob& job) {
   if (feedback) saved = r.residuals;  // a failed op must not eat what it did not send
   const auto started = Clock::now();
   try {
-    collective::OpOutput out = collective::run_allreduce(r.ring, context, input, r.residuals);
+    collective::OpOutput out = collective::run_allreduce(r.ring, context, input, r.residuals, r.workspace);
     r.ring.end_op(std::nullopt);
     log_debug("op " + std::to_string(done.op) + ": ring part took " +
               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(

@@ -25,6 +25,7 @@
 #include <zring/config.hpp>
 #include <zring/error.hpp>
 
+#include "collective/link.hpp"
 #include "collective/manifest.hpp"
 
 namespace zring::daemon {
@@ -40,8 +41,9 @@ struct OpJob {
   std::uint64_t id = 0;
   collective::Manifest manifest;
   CompressionMethod method;
-  // Per local rank, the fused float32 values (a ZeroMQ message kept alive).
-  std::vector<std::shared_ptr<zmq::message_t>> values;
+  // Per local rank, the fused float32 values (in a ZeroMQ message or a
+  // shared buffer, kept alive by the Bytes).
+  std::vector<collective::Bytes> values;
   std::optional<Failure> failure;          // the node cannot take part in this op
   std::optional<std::size_t> reset_rank;   // a reset job, not an op
 };
@@ -61,6 +63,16 @@ struct RingState {
   std::uint64_t generation = 0;
   std::uint64_t dropped = 0;
   std::uint64_t malformed = 0;
+  std::uint64_t formations = 0;            // ring generations adopted since start
+  std::uint64_t bytes_sent = 0;            // every frame this node put on the ring, since start
+  std::uint64_t bytes_received = 0;        // every frame it took off the ring, since start
+  // Per node, in ring order: whether it is known to be reachable. The ring is
+  // a cycle, so while it is up every node is; while it is down, only the
+  // nodes the reason names are known to be unreachable ("down"), the others
+  // are "unknown". This node is "self".
+  std::vector<std::string> peers;
+
+  bool operator==(const RingState&) const = default;
 };
 
 class RingWorker {

@@ -8,6 +8,7 @@
 // options.timeout.
 #include <sys/stat.h>
 
+#include <bit>
 #include <cstring>
 #include <optional>
 
@@ -17,10 +18,14 @@
 
 #include "client/impl.hpp"
 #include "client/local_aggregator.hpp"
+#include "transport/shared_region.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::client {
 namespace {
+
+// Values of at least this size travel through the shared buffer.
+constexpr std::size_t kSharedBytes = 256 * 1024;
 
 using Clock = std::chrono::steady_clock;
 
@@ -54,7 +59,6 @@ class Connected final : public CompressedAllReduce::Impl {
 
   TensorMap all_reduce(const TensorMap& gradients) override {
     wire::IpcHeader request;
-    request.kind = wire::IpcKind::submit;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
     request.manifest.method = method_.to_string();
     std::size_t total = 0;
@@ -64,21 +68,29 @@ class Connected final : public CompressedAllReduce::Impl {
       request.manifest.tensors.push_back(std::move(spec));
       total += tensor.numel();
     }
-    zmq::message_t data(total * sizeof(float));
-    std::size_t at = 0;
-    for (const auto& [name, tensor] : gradients) {
-      if (tensor.numel() != 0)
-        std::memcpy(data.data<std::uint8_t>() + at, tensor.data().data(), tensor.numel() * 4);
-      at += tensor.numel() * 4;
+    const std::size_t bytes = total * sizeof(float);
+    std::pair<wire::IpcHeader, zmq::message_t> reply;
+    try {
+      reply = submit(request, gradients, bytes);
+    } catch (const Error& e) {
+      // The daemon restarted since we connected: greet it again, once.
+      if (e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
+      region_.reset();
+      hello();
+      reply = submit(request, gradients, bytes);
     }
-    auto [reply, values] = call(request, std::move(data));
-    if (values.size() != total * sizeof(float)) {
+    const std::uint8_t* values = reply.first.kind == wire::IpcKind::result_shared && region_
+                                     ? region_->data()
+                                     : reply.second.data<std::uint8_t>();
+    const std::size_t got = reply.first.kind == wire::IpcKind::result_shared ? bytes
+                                                                            : reply.second.size();
+    if (got != bytes) {
       throw Error(ErrorCode::malformed_message,
-                  "all_reduce: zringd returned " + std::to_string(values.size()) +
+                  "all_reduce: zringd returned " + std::to_string(got) +
                       " bytes of values for " + std::to_string(total) + " elements");
     }
-    traffic_.wire_bytes += reply.wire_bytes;
-    traffic_.dense_bytes += reply.dense_bytes;
+    traffic_.wire_bytes += reply.first.wire_bytes;
+    traffic_.dense_bytes += reply.first.dense_bytes;
     ++traffic_.ops;
     return split(gradients, values);
   }
@@ -107,6 +119,40 @@ class Connected final : public CompressedAllReduce::Impl {
     node_ = welcome.node;
   }
 
+  // Large values go through the shared buffer, small ones in the message.
+  std::pair<wire::IpcHeader, zmq::message_t> submit(wire::IpcHeader request,
+                                                    const TensorMap& gradients, std::size_t bytes) {
+    if (bytes < kSharedBytes) {
+      request.kind = wire::IpcKind::submit;
+      zmq::message_t data(bytes);
+      fuse(gradients, data.data<std::uint8_t>());
+      return call(request, std::move(data));
+    }
+    if (!region_ || region_->size() < bytes) attach(bytes);
+    fuse(gradients, region_->data());
+    request.kind = wire::IpcKind::submit_shared;
+    return call(request, std::nullopt);
+  }
+
+  // A shared buffer with room to grow a little, so slightly larger ops do
+  // not need a new one.
+  void attach(std::size_t bytes) {
+    region_.reset();
+    wire::IpcHeader request;
+    request.kind = wire::IpcKind::attach;
+    request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
+    request.wire_bytes = std::bit_ceil(bytes);
+    auto [reply, unused] = call(request, std::nullopt);
+    region_ = transport::SharedRegion::open(reply.text, reply.wire_bytes);
+  }
+
+  static void fuse(const TensorMap& gradients, std::uint8_t* out) {
+    for (const auto& [name, tensor] : gradients) {
+      if (tensor.numel() != 0) std::memcpy(out, tensor.data().data(), tensor.numel() * 4);
+      out += tensor.numel() * 4;
+    }
+  }
+
   // Sends a request and waits for its reply: the header and, if any, the
   // values frame. Throws the daemon's error, or timeout.
   std::pair<wire::IpcHeader, zmq::message_t> call(wire::IpcHeader request,
@@ -124,7 +170,11 @@ class Connected final : public CompressedAllReduce::Impl {
     for (;;) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) throw silence(connecting);
+      if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) {
+        last_reply_was_silence_ = true;
+        throw silence(connecting);
+      }
+      last_reply_was_silence_ = false;
       zmq::message_t frame;
       (void)socket_.recv(frame);
       zmq::message_t data;
@@ -152,12 +202,12 @@ class Connected final : public CompressedAllReduce::Impl {
                                          " during the op; it may have died or been stopped");
   }
 
-  static TensorMap split(const TensorMap& gradients, const zmq::message_t& values) {
+  static TensorMap split(const TensorMap& gradients, const std::uint8_t* values) {
     TensorMap out;
     std::size_t at = 0;
     for (const auto& [name, tensor] : gradients) {
       std::vector<float> v(tensor.numel());
-      if (!v.empty()) std::memcpy(v.data(), values.data<std::uint8_t>() + at, v.size() * 4);
+      if (!v.empty()) std::memcpy(v.data(), values + at, v.size() * 4);
       at += v.size() * 4;
       out.emplace(name, Tensor(std::move(v), tensor.shape()));
     }
@@ -174,6 +224,8 @@ class Connected final : public CompressedAllReduce::Impl {
   std::size_t rank_ = 0;
   std::string node_;
   std::uint64_t last_request_ = 0;
+  bool last_reply_was_silence_ = false;
+  std::shared_ptr<transport::SharedRegion> region_;  // large values, once attached
   CompressedAllReduce::Traffic traffic_;
 };
 

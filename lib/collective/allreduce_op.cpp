@@ -1,5 +1,6 @@
 #include "collective/allreduce_op.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include <zring/error.hpp>
@@ -32,23 +33,22 @@ std::vector<std::size_t> offsets_of(const Manifest& manifest) {
 }
 
 // With error feedback, what is compressed is g + residual.
-std::vector<std::vector<float>> corrected_inputs(PlanInputs& in) {
-  std::vector<std::vector<float>> store;
+void correct_inputs(PlanInputs& in) {
   if (!in.feedback()) {
     in.x = in.input.ranks;
-    return store;
+    return;
   }
   const auto& tensors = in.input.manifest.tensors;
+  in.work.corrected.resize(std::max(in.work.corrected.size(), in.input.ranks.size()));
   for (std::size_t l = 0; l < in.input.ranks.size(); ++l) {
-    std::vector<float>& c = store.emplace_back(in.elements());
+    float* c = sized(in.work.corrected[l], in.elements());
     for (std::size_t t = 0; t < tensors.size(); ++t) {
       const std::size_t off = in.offsets[t];
       in.residuals[l].corrected(tensors[t].name, in.input.ranks[l] + off,
-                                in.offsets[t + 1] - off, c.data() + off);
+                                in.offsets[t + 1] - off, c + off);
     }
+    in.x.push_back(c);
   }
-  for (auto& c : store) in.x.push_back(c.data());
-  return store;
 }
 
 std::vector<NodeSummary> exchange_summaries(RingLink& link, const OpContext& context,
@@ -117,26 +117,26 @@ void divide(float* result, std::size_t n, std::size_t divisor) noexcept {
 }
 
 OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& input,
-                       std::vector<codec::ErrorFeedback>& residuals) {
+                       std::vector<codec::ErrorFeedback>& residuals, Workspace& workspace) {
   OpOutput out;
-  PlanInputs in{link, context, input, residuals, out.stats, offsets_of(input.manifest), {}};
+  PlanInputs in{link,      context, input, residuals, out.stats,
+                workspace, offsets_of(input.manifest), {}};
   NodeSummary mine;
   mine.manifest = input.manifest;
   mine.error = input.error;
   mine.error_code = static_cast<std::uint8_t>(input.error_code);
   std::unique_ptr<MethodPlan> plan;
-  std::vector<std::vector<float>> corrected;
   if (input.error.empty()) {
     if (input.ranks.size() != context.local_ranks || residuals.size() != context.local_ranks)
       throw Error(ErrorCode::internal, "run_allreduce: one contribution per local rank expected");
-    corrected = corrected_inputs(in);
+    correct_inputs(in);
     plan = make_plan(in);
     plan->prepare(mine);
   }
   const std::vector<NodeSummary> summaries = exchange_summaries(link, context, mine, out.stats);
   check_summaries(link, context, summaries);
   out.elements = in.elements();
-  out.values = std::shared_ptr<float[]>(new float[out.elements == 0 ? 1 : out.elements]);
+  out.values = workspace.result(out.elements);
   plan->execute(summaries, out.values.get());
   return out;
 }

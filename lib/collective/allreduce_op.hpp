@@ -27,6 +27,7 @@
 #include "collective/link.hpp"
 #include "collective/manifest.hpp"
 #include "collective/ring_allreduce.hpp"
+#include "collective/workspace.hpp"
 
 namespace zring::collective {
 
@@ -63,9 +64,10 @@ struct OpOutput {
 };
 
 // Runs the op. residuals holds one ErrorFeedback per local rank and is
-// updated when the method has error feedback. Throws zring::Error.
+// updated when the method has error feedback; workspace keeps buffers from
+// op to op (the result is workspace.result()). Throws zring::Error.
 OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& input,
-                       std::vector<codec::ErrorFeedback>& residuals);
+                       std::vector<codec::ErrorFeedback>& residuals, Workspace& workspace);
 
 // "ranks 2-3 (node b)" for the ranks of node `node`.
 std::string ranks_of(const RingLink& link, std::size_t node, std::size_t local_ranks);

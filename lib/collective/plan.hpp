@@ -21,6 +21,7 @@ struct PlanInputs {
   const OpInput& input;
   std::vector<codec::ErrorFeedback>& residuals;
   RingStats& stats;
+  Workspace& work;
   std::vector<std::size_t> offsets;  // tensor t spans [offsets[t], offsets[t+1])
   std::vector<const float*> x;       // per local rank: the values to compress
                                      // (error-corrected when the method has feedback)

@@ -46,13 +46,14 @@ class AffinePlan final : public MethodPlan {
   void execute(const std::vector<NodeSummary>& summaries, float* result) override {
     const std::vector<codec::AffineGrid> grids = shared_grids(summaries);
     const std::size_t n = in_.elements();
-    std::vector<std::uint32_t> codes(n, 0);
-    encode_local(grids, codes.data());
-    std::vector<std::uint32_t> sums(n);
+    std::uint32_t* codes = sized(in_.work.codes, n);
+    std::fill(codes, codes + n, 0u);
+    encode_local(grids, codes);
+    std::uint32_t* sums = sized(in_.work.code_sums, n);
     CodeLane lane;
     lane.bits = bits_for(static_cast<std::uint64_t>(codec_.max_code()) * in_.op.world_size);
-    ring_allreduce(in_.link, lane, codes.data(), sums.data(), n, in_.op.ring, in_.stats);
-    decode_average(grids, sums.data(), result);
+    ring_allreduce(in_.link, lane, codes, sums, n, in_.op.ring, in_.stats);
+    decode_average(grids, sums, result);
   }
 
  private:
@@ -83,18 +84,18 @@ class AffinePlan final : public MethodPlan {
   // codes = sum over local ranks of each rank's codes; residuals updated.
   void encode_local(const std::vector<codec::AffineGrid>& grids, std::uint32_t* codes) {
     std::vector<std::uint32_t> mine(codec::kBlockElems);
-    std::vector<float> decoded(in_.feedback() ? in_.elements() : 0);
+    float* decoded = in_.feedback() ? sized(in_.work.decoded, in_.elements()) : nullptr;
     for (std::size_t l = 0; l < in_.x.size(); ++l) {
       for (std::size_t b = 0; b < blocks_.size(); ++b) {
         const Block& block = blocks_[b];
         codec_.encode_codes(in_.x[l] + block.begin, block.size, grids[b], mine.data());
         for (std::size_t i = 0; i < block.size; ++i) codes[block.begin + i] += mine[i];
-        if (!decoded.empty()) {
+        if (decoded) {
           for (std::size_t i = 0; i < block.size; ++i)
             decoded[block.begin + i] = codec::affine_value(grids[b], mine[i]);
         }
       }
-      if (!decoded.empty()) in_.update_feedback(l, decoded.data());
+      if (decoded) in_.update_feedback(l, decoded);
     }
   }
 

@@ -35,34 +35,34 @@ class DensePlan final : public MethodPlan {
       if (in_.feedback()) in_.update_feedback(0, in_.x[0]);  // nothing is dropped
       return in_.x[0];
     }
-    sum_.assign(n, 0.0f);
-    std::vector<float> decoded(n);
+    float* sum = sized(in_.work.sum, n);
+    float* decoded = sized(in_.work.decoded, n);
     for (std::size_t l = 0; l < ranks; ++l) {
-      round_trip(in_.x[l], n, decoded.data());
-      for (std::size_t i = 0; i < n; ++i) sum_[i] += decoded[i];
-      in_.update_feedback(l, decoded.data());
+      round_trip(in_.x[l], n, decoded);
+      if (l == 0) std::copy(decoded, decoded + n, sum);
+      else for (std::size_t i = 0; i < n; ++i) sum[i] += decoded[i];
+      in_.update_feedback(l, decoded);
     }
-    return sum_.data();
+    return sum;
   }
 
-  void round_trip(const float* x, std::size_t n, float* out) const {
+  void round_trip(const float* x, std::size_t n, float* out) {
     if (kind_ == CompressionKind::none) {
       std::copy(x, x + n, out);
       return;
     }
-    std::vector<std::uint16_t> h(n);
+    std::uint16_t* h = sized(in_.work.halves, n);
     if (kind_ == CompressionKind::bf16) {
-      codec::floats_to_bf16s(x, n, h.data());
-      codec::bf16s_to_floats(h.data(), n, out);
+      codec::floats_to_bf16s(x, n, h);
+      codec::bf16s_to_floats(h, n, out);
     } else {
-      codec::floats_to_halves(x, n, h.data());
-      codec::halves_to_floats(h.data(), n, out);
+      codec::floats_to_halves(x, n, h);
+      codec::halves_to_floats(h, n, out);
     }
   }
 
   PlanInputs& in_;
   CompressionKind kind_;
-  std::vector<float> sum_;
 };
 
 }  // namespace

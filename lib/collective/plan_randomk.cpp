@@ -34,24 +34,24 @@ class RandomkPlan final : public MethodPlan {
 
   void prepare(NodeSummary& summary) override {
     sums_.assign(sample_offsets_.back(), 0.0f);
-    std::vector<float> decoded(in_.feedback() ? in_.elements() : 0);
+    float* decoded = in_.feedback() ? sized(in_.work.decoded, in_.elements()) : nullptr;
     for (std::size_t l = 0; l < in_.x.size(); ++l) {
-      if (!decoded.empty()) std::fill(decoded.begin(), decoded.end(), 0.0f);
+      if (decoded) std::fill(decoded, decoded + in_.elements(), 0.0f);
       for (std::size_t t = 0; t < indices_.size(); ++t) sample(l, t, summary, decoded);
-      if (!decoded.empty()) in_.update_feedback(l, decoded.data());
+      if (decoded) in_.update_feedback(l, decoded);
     }
     compact_nonfinite(summary);
   }
 
   void execute(const std::vector<NodeSummary>& summaries, float* result) override {
-    std::vector<float> total(sums_.size());
-    ring_allreduce(in_.link, FloatLane{}, sums_.data(), total.data(), total.size(), in_.op.ring,
+    float* total = sized(in_.work.sampled, sums_.size());
+    ring_allreduce(in_.link, FloatLane{}, sums_.data(), total, sums_.size(), in_.op.ring,
                    in_.stats);
     std::fill(result, result + in_.elements(), 0.0f);
     const float world = static_cast<float>(in_.op.world_size);
     for (std::size_t t = 0; t < indices_.size(); ++t) {
       float* out = result + in_.offsets[t];
-      const float* sums = total.data() + sample_offsets_[t];
+      const float* sums = total + sample_offsets_[t];
       for (std::size_t j = 0; j < indices_[t].size(); ++j) out[indices_[t][j]] = sums[j] / world;
     }
     for (std::size_t node = 0; node < summaries.size(); ++node)
@@ -59,7 +59,8 @@ class RandomkPlan final : public MethodPlan {
   }
 
  private:
-  void sample(std::size_t l, std::size_t t, NodeSummary& summary, std::vector<float>& decoded) {
+  // decoded (with error feedback, else nullptr) receives D(C(x)) of the tensor.
+  void sample(std::size_t l, std::size_t t, NodeSummary& summary, float* decoded) {
     const float* x = in_.x[l] + in_.offsets[t];
     const std::size_t n = in_.offsets[t + 1] - in_.offsets[t];
     const std::vector<std::uint32_t>& idx = indices_[t];
@@ -72,7 +73,7 @@ class RandomkPlan final : public MethodPlan {
       const bool keep = sampled || !std::isfinite(x[i]);
       if (!sampled && keep) summary.nonfinite.push_back({static_cast<std::uint32_t>(t),
                                                          static_cast<std::uint32_t>(i), x[i]});
-      if (keep && !decoded.empty()) decoded[in_.offsets[t] + i] = x[i];
+      if (keep && decoded) decoded[in_.offsets[t] + i] = x[i];
     }
   }
 

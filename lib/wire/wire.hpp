@@ -165,7 +165,10 @@ struct Span {
 
 // --- client <-> daemon (IPC) ---------------------------------------------------
 // A request or reply is a msgpack IpcHeader frame, then (submit, result) one
-// frame of fused float32 values in manifest order.
+// frame of fused float32 values in manifest order. Large values skip the
+// socket: the client asks for a shared buffer once (attach), then writes its
+// values there (submit_shared) and the daemon writes the result back into it
+// (result_shared); those messages have no values frame.
 
 enum class IpcKind : std::uint8_t {
   hello = 1,      // client -> daemon: local_rank
@@ -175,6 +178,10 @@ enum class IpcKind : std::uint8_t {
   error = 5,      // daemon -> client: the request failed (code, text)
   keepalive = 6,  // daemon -> client: still working on request `request`
   status = 7,     // zringctl -> daemon: report; daemon -> zringctl: text (JSON)
+  attach = 8,     // client -> daemon: wants a shared buffer of wire_bytes bytes;
+                  // daemon -> client: its path (text) and size (wire_bytes)
+  submit_shared = 9,   // client -> daemon: as submit, values in the shared buffer
+  result_shared = 10,  // daemon -> client: as result, values in the shared buffer
 };
 
 struct IpcHeader {
@@ -202,7 +209,7 @@ struct IpcHeader {
 inline constexpr std::size_t kMaxNodeNameBytes = 256;
 inline constexpr std::size_t kMaxIpcTextBytes = std::size_t{1} << 16;
 
-// [version, 4 (ipc), kind (1..7), request, local_rank, manifest (see above),
+// [version, 4 (ipc), kind (1..10), request, local_rank, manifest (see above),
 //  world_size, rank, local_ranks, timeout_ms, heartbeat_ms, node (str), op,
 //  wire_bytes, dense_bytes, error_code (<= ErrorCode::internal), text (str)]:
 // 17 items, the u32 fields < 2^32.

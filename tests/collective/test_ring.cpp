@@ -84,7 +84,8 @@ void run_op(InprocRing& ring, std::size_t local, const CompressionMethod& method
       for (std::size_t l = 0; l < local; ++l) in.ranks.push_back(fused[n * local + l].data());
       if (tweak) tweak(n, in);
       try {
-        OpOutput out = run_allreduce(ring.link(n), ctx, in, residuals[n]);
+        Workspace work;
+        OpOutput out = run_allreduce(ring.link(n), ctx, in, residuals[n], work);
         run.outputs[n].assign(out.values.get(), out.values.get() + out.elements);
         run.stats[n] = out.stats;
       } catch (const Error& e) {
@@ -293,7 +294,8 @@ BOOST_AUTO_TEST_CASE(a_silent_predecessor_gives_a_timeout_naming_it) {
       const auto values = fuse(inputs[n]);
       in.ranks = {values.data()};
       try {
-        (void)run_allreduce(ring.link(n), ctx, in, residuals[n]);
+        Workspace work;
+        (void)run_allreduce(ring.link(n), ctx, in, residuals[n], work);
       } catch (const Error& e) {
         errors[n] = e.what();
       }

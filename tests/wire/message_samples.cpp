@@ -30,7 +30,9 @@ const std::vector<IpcKind>& all_ipc_kinds() {
   static const std::vector<IpcKind> kinds = {IpcKind::hello,  IpcKind::welcome,
                                              IpcKind::submit, IpcKind::result,
                                              IpcKind::error,  IpcKind::keepalive,
-                                             IpcKind::status};
+                                             IpcKind::status, IpcKind::attach,
+                                             IpcKind::submit_shared,
+                                             IpcKind::result_shared};
   return kinds;
 }
 
@@ -199,7 +201,7 @@ void check_valid(const NodeSummary& s) {
 
 void check_valid(const IpcHeader& h) {
   const auto kind = static_cast<int>(h.kind);
-  BOOST_TEST((kind >= 1 && kind <= 7));
+  BOOST_TEST((kind >= 1 && kind <= 10));
   check_valid(h.manifest);
   BOOST_TEST(h.node.size() <= wire::kMaxNodeNameBytes);
   BOOST_TEST(h.error_code <= kMaxErrorCode);

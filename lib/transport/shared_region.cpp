@@ -1,0 +1,68 @@
+#include "transport/shared_region.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <zring/error.hpp>
+
+namespace zring::transport {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& path) {
+  throw Error(ErrorCode::connection_failed,
+              "shared buffer " + path + ": " + what + ": " + std::strerror(errno));
+}
+
+std::uint8_t* map(int fd, std::size_t size, const std::string& path) {
+  void* p = ::mmap(nullptr, size == 0 ? 1 : size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    ::close(fd);
+    fail("mmap", path);
+  }
+  ::close(fd);  // the mapping keeps the file
+  return static_cast<std::uint8_t*>(p);
+}
+
+}  // namespace
+
+std::shared_ptr<SharedRegion> SharedRegion::create(const std::string& path, std::size_t size) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
+  if (fd < 0) fail("create", path);
+  if (::fchmod(fd, 0660) != 0 || ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    fail("size", path);
+  }
+  std::uint8_t* data = nullptr;
+  try {
+    data = map(fd, size, path);
+  } catch (...) {
+    ::unlink(path.c_str());
+    throw;
+  }
+  return std::shared_ptr<SharedRegion>(new SharedRegion(path, data, size, true));
+}
+
+std::shared_ptr<SharedRegion> SharedRegion::open(const std::string& path, std::size_t size) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) fail("open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < size) {
+    ::close(fd);
+    errno = EINVAL;
+    fail("smaller than announced", path);
+  }
+  return std::shared_ptr<SharedRegion>(new SharedRegion(path, map(fd, size, path), size, false));
+}
+
+SharedRegion::~SharedRegion() {
+  ::munmap(data_, size_ == 0 ? 1 : size_);
+  if (owner_) ::unlink(path_.c_str());
+}
+
+}  // namespace zring::transport

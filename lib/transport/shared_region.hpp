@@ -1,0 +1,41 @@
+// shared_region.hpp - a file mapped by the daemon and one client (internal).
+//
+// Large values cross between a training process and its zringd through a
+// file in the daemon's runtime directory (next to its IPC socket), mapped
+// by both: the client writes its gradients there and reads the average back,
+// with no copy through a socket. The file has the IPC socket's permissions
+// (0660): whoever may talk to the daemon may use it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace zring::transport {
+
+class SharedRegion {
+ public:
+  // Creates path (it must not exist) of `size` bytes and maps it.
+  static std::shared_ptr<SharedRegion> create(const std::string& path, std::size_t size);
+  // Maps an existing file, which must hold at least `size` bytes.
+  static std::shared_ptr<SharedRegion> open(const std::string& path, std::size_t size);
+
+  SharedRegion(const SharedRegion&) = delete;
+  SharedRegion& operator=(const SharedRegion&) = delete;
+  ~SharedRegion();  // unmaps; removes the file if this side created it
+
+  [[nodiscard]] std::uint8_t* data() const noexcept { return data_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+ private:
+  SharedRegion(std::string path, std::uint8_t* data, std::size_t size, bool owner)
+      : path_(std::move(path)), data_(data), size_(size), owner_(owner) {}
+  std::string path_;
+  std::uint8_t* data_;
+  std::size_t size_;
+  bool owner_;
+};
+
+}  // namespace zring::transport
