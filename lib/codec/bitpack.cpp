@@ -5,7 +5,10 @@
 // 4, 8, 16) have loops the compiler vectorises; the others go through a
 // 64-bit accumulator. Unused high bits of the last byte are zero.
 #include <algorithm>
+#include <bit>
 #include <cstdint>
+#include <cstring>
+#include <utility>
 
 #include "codec/codec.hpp"
 #include "codec/payload.hpp"
@@ -129,6 +132,55 @@ void unpack_any(const std::uint8_t* in, std::size_t n, unsigned bits,
   }
 }
 
+// Any width up to 16: eight codes of W bits are exactly W bytes, so a group
+// is gathered into one 128-bit word and stored whole. With W known at
+// compile time the shifts are constants and the loop has no branches; the
+// few codes after the last whole group go through the general loop, which
+// starts on a byte boundary there.
+template <unsigned W>
+void pack_groups(const std::uint32_t* codes, std::size_t n, std::uint8_t* out) noexcept {
+  constexpr std::uint32_t mask = (1u << W) - 1;
+  const std::size_t groups = n / 8;
+  for (std::size_t g = 0; g < groups; ++g) {
+    unsigned __int128 acc = 0;
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < 8; ++j)
+      acc |= static_cast<unsigned __int128>(codes[8 * g + j] & mask) << (j * W);
+    std::memcpy(out + g * W, &acc, W);  // little-endian: the low bytes first
+  }
+  pack_any(codes + 8 * groups, n - 8 * groups, W, out + groups * W);
+}
+
+template <unsigned W>
+void unpack_groups(const std::uint8_t* in, std::size_t n, std::uint32_t* codes) noexcept {
+  constexpr std::uint32_t mask = (1u << W) - 1;
+  const std::size_t groups = n / 8;
+  for (std::size_t g = 0; g < groups; ++g) {
+    unsigned __int128 acc = 0;
+    std::memcpy(&acc, in + g * W, W);
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < 8; ++j)
+      codes[8 * g + j] = static_cast<std::uint32_t>(acc >> (j * W)) & mask;
+  }
+  unpack_any(in + groups * W, n - 8 * groups, W, codes + 8 * groups);
+}
+
+template <unsigned... W>
+bool pack_grouped(unsigned bits, const std::uint32_t* codes, std::size_t n, std::uint8_t* out,
+                  std::integer_sequence<unsigned, W...>) noexcept {
+  return ((bits == W + 1 ? (pack_groups<W + 1>(codes, n, out), true) : false) || ...);
+}
+
+template <unsigned... W>
+bool unpack_grouped(unsigned bits, const std::uint8_t* in, std::size_t n, std::uint32_t* codes,
+                    std::integer_sequence<unsigned, W...>) noexcept {
+  return ((bits == W + 1 ? (unpack_groups<W + 1>(in, n, codes), true) : false) || ...);
+}
+
+// The grouped path needs the host to store the low byte first.
+constexpr bool kGrouped = std::endian::native == std::endian::little;
+using Widths = std::make_integer_sequence<unsigned, 16>;  // 1..16
+
 }  // namespace
 
 void pack_bits(const std::uint32_t* codes, std::size_t n, unsigned bits,
@@ -146,6 +198,7 @@ void pack_bits(const std::uint32_t* codes, std::size_t n, unsigned bits,
     case 16:
       return pack16(codes, n, out);
     default:
+      if (kGrouped && pack_grouped(bits, codes, n, out, Widths{})) return;
       return pack_any(codes, n, bits, out);
   }
 }
@@ -165,6 +218,7 @@ void unpack_bits(const std::uint8_t* in, std::size_t n, unsigned bits,
     case 16:
       return unpack16(in, n, codes);
     default:
+      if (kGrouped && unpack_grouped(bits, in, n, codes, Widths{})) return;
       return unpack_any(in, n, bits, codes);
   }
 }
