@@ -7,7 +7,9 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -178,4 +180,64 @@ BOOST_AUTO_TEST_CASE(garbage_on_the_ring_port_and_ipc_socket_is_dropped) {
   flood.join();
   BOOST_TEST(ok, "an all-reduce failed while garbage arrived");
   for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
+}
+
+BOOST_AUTO_TEST_CASE(restarted_daemon_rejoins_and_running_clients_carry_on) {
+  LocalRing ring(options(3));
+  ring.start_all();
+  ring.wait_up();
+  const std::string sizes = "1000,70001";  // one op inline, one through the shared buffer
+  std::vector<Process> clients;
+  for (std::size_t n = 0; n < 3; ++n) {
+    clients.push_back(Process::spawn_talking(
+        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", "none", "5", sizes, "3000"},
+        ring.dir() + "/talk" + std::to_string(n) + ".err"));
+    const auto ready = clients.back().read_line(std::chrono::seconds(20));
+    BOOST_TEST_REQUIRE(ready.has_value());
+    BOOST_TEST_REQUIRE(ready->rfind("ready", 0) == 0, *ready);
+  }
+  // One round on every rank at once, as a training step; the answers.
+  auto round = [&](std::uint64_t r) {
+    std::vector<std::string> answers;
+    for (std::size_t n = 0; n < 3; ++n)
+      clients[n].send_line("round " + std::to_string(r) + " " + ring.dir() + "/r" +
+                           std::to_string(r) + "-" + std::to_string(n));
+    for (std::size_t n = 0; n < 3; ++n)
+      answers.push_back(clients[n].read_line(std::chrono::seconds(30)).value_or("no answer"));
+    return answers;
+  };
+  auto check = [&](std::uint64_t r) {
+    std::vector<TensorMap> inputs;
+    for (std::size_t rank = 0; rank < 3; ++rank)
+      inputs.push_back(testing::make_gradients(5, r, rank, {1000, 70001}));
+    const std::string bytes = read_file(ring.dir() + "/r" + std::to_string(r) + "-0");
+    for (std::size_t n = 1; n < 3; ++n)
+      BOOST_TEST(read_file(ring.dir() + "/r" + std::to_string(r) + "-" + std::to_string(n)) == bytes);
+    TensorMap result;
+    std::size_t at = 0;
+    for (const auto& [name, t] : inputs[0]) {
+      std::vector<float> v(t.numel());
+      BOOST_TEST_REQUIRE(at + v.size() * 4 <= bytes.size());
+      std::memcpy(v.data(), bytes.data() + at, v.size() * 4);
+      at += v.size() * 4;
+      result.emplace(name, Tensor(std::move(v), t.shape()));
+    }
+    const auto cmp = testing::compare(result, testing::expected_average(CompressionMethod::none(), inputs, nullptr));
+    BOOST_TEST(cmp.ok(), cmp.first_bad);
+  };
+  for (const std::string& a : round(0)) BOOST_TEST(a == "ok");
+  check(0);
+
+  ring.daemon(1).kill();
+  ring.start(1);  // as Restart=on-failure would; the clients stay
+  bool recovered = false;
+  for (std::uint64_t r = 1; r <= 15 && !recovered; ++r) {
+    const auto answers = round(r);
+    recovered = std::all_of(answers.begin(), answers.end(), [](const std::string& a) { return a == "ok"; });
+    for (const std::string& a : answers)
+      BOOST_TEST((a == "ok" || a.rfind("error ", 0) == 0), a);  // an answer, never silence
+    if (recovered) check(r);
+  }
+  BOOST_TEST(recovered, "no round succeeded on every rank after the restart");
+  for (auto& c : clients) c.send_line("quit");
 }

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -51,8 +52,68 @@ Process Process::spawn(const std::vector<std::string>& argv, const std::string& 
   return p;
 }
 
-Process::Process(Process&& other) noexcept : pid_(other.pid_), status_(other.status_) {
+Process Process::spawn_talking(const std::vector<std::string>& argv,
+                               const std::string& stderr_path) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(in[0], STDIN_FILENO);
+    ::dup2(out[1], STDOUT_FILENO);
+    const int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (err >= 0) ::dup2(err, STDERR_FILENO);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  Process p;
+  p.pid_ = pid;
+  p.to_child_ = in[1];
+  p.from_child_ = out[0];
+  return p;
+}
+
+void Process::send_line(const std::string& line) {
+  const std::string text = line + "\n";
+  if (to_child_ < 0 || ::write(to_child_, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    throw std::runtime_error("cannot write to child " + std::to_string(pid_));
+}
+
+std::optional<std::string> Process::read_line(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto nl = pending_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      return line;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (from_child_ < 0 || left.count() <= 0) return std::nullopt;
+    pollfd p{from_child_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(from_child_, buf, sizeof buf);
+    if (n <= 0) return std::nullopt;
+    pending_.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+Process::Process(Process&& other) noexcept
+    : pid_(other.pid_), status_(other.status_), to_child_(other.to_child_),
+      from_child_(other.from_child_), pending_(std::move(other.pending_)) {
   other.pid_ = -1;
+  other.to_child_ = other.from_child_ = -1;
 }
 
 Process& Process::operator=(Process&& other) noexcept {
@@ -60,7 +121,11 @@ Process& Process::operator=(Process&& other) noexcept {
     kill();
     pid_ = other.pid_;
     status_ = other.status_;
+    to_child_ = other.to_child_;
+    from_child_ = other.from_child_;
+    pending_ = std::move(other.pending_);
     other.pid_ = -1;
+    other.to_child_ = other.from_child_ = -1;
   }
   return *this;
 }
@@ -90,6 +155,9 @@ std::optional<int> Process::wait(std::chrono::milliseconds timeout) {
 }
 
 void Process::kill() noexcept {
+  if (to_child_ >= 0) ::close(to_child_);
+  if (from_child_ >= 0) ::close(from_child_);
+  to_child_ = from_child_ = -1;
   if (pid_ <= 0 || status_) return;
   ::kill(pid_, SIGKILL);
   int status = 0;

@@ -21,6 +21,13 @@ class Process {
   // inherited when empty). Extra environment entries are "NAME=value".
   static Process spawn(const std::vector<std::string>& argv, const std::string& log_path = "",
                        const std::vector<std::string>& env = {});
+  // As spawn, with the child's stdin and stdout connected to this process:
+  // send_line() writes a line to it, read_line() reads one (with a deadline).
+  static Process spawn_talking(const std::vector<std::string>& argv,
+                               const std::string& stderr_path);
+  void send_line(const std::string& line);
+  // The next line the child wrote, or nullopt at the deadline or end of output.
+  std::optional<std::string> read_line(std::chrono::milliseconds timeout);
   Process(Process&& other) noexcept;
   Process& operator=(Process&& other) noexcept;
   Process(const Process&) = delete;
@@ -39,6 +46,9 @@ class Process {
  private:
   pid_t pid_ = -1;
   std::optional<int> status_;
+  int to_child_ = -1;    // its stdin (spawn_talking)
+  int from_child_ = -1;  // its stdout
+  std::string pending_;  // read but not yet returned
 };
 
 // A fresh private directory under $TMPDIR, removed with its content on scope exit.
