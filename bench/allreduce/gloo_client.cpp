@@ -1,0 +1,63 @@
+// gloo_client.cpp - one rank of the all-reduce benchmark with Gloo, the peer.
+//
+//   gloo_allreduce_client --rank R --size N --store DIR [--host 127.0.0.1]
+//       --plan BYTES:WARMUP:ITERS,... --out FILE
+//
+// Gloo as installed by Debian (libgloo-dev): ranks meet through a FileStore
+// in DIR, connect a full mesh over the TCP transport on --host, and run
+// AllreduceRingChunked<float> (sum, in place). The input is restored before
+// every op, outside the timed region, so every op sums the same gradient.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "harness.hpp"
+
+namespace zb = zring::bench;
+
+int main(int argc, char** argv) {
+  try {
+    const zb::Args args(argc, argv, {"rank", "size", "store", "host", "plan", "out"});
+    const int rank = static_cast<int>(args.get_int("rank", 0));
+    const int size = static_cast<int>(args.get_int("size", 1));
+    const std::vector<zb::SizeStep> plan = zb::parse_plan(args.get("plan"));
+    std::size_t largest = 0;
+    for (const zb::SizeStep& s : plan) largest = std::max(largest, s.elements());
+    const std::vector<float> gradient = zb::make_gradient(largest, static_cast<std::uint64_t>(rank));
+
+    gloo::transport::tcp::attr attr;
+    attr.hostname = args.get("host", "127.0.0.1");
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    gloo::rendezvous::FileStore store(args.get("store"));
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(std::chrono::seconds(300));
+    context->connectFullMesh(store, device);
+
+    zb::TimingsFile out(args.get("out"));
+    std::vector<float> buffer(largest);
+    for (const zb::SizeStep& step : plan) {
+      const std::size_t n = step.elements();
+      gloo::AllreduceRingChunked<float> allreduce(context, {buffer.data()}, static_cast<int>(n));
+      for (int i = 0; i < step.warmup + step.iters; ++i) {
+        std::memcpy(buffer.data(), gradient.data(), n * sizeof(float));
+        const std::int64_t start = zb::now_ns();
+        allreduce.run();
+        const double seconds = zb::seconds_since(start);
+        if (i >= step.warmup)
+          out.row(step.bytes, i - step.warmup, seconds, std::nullopt, zb::checksum(buffer.data(), n));
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gloo_allreduce_client: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,255 @@
+"""How each implementation runs: one process per rank, timings per rank.
+
+Every runner writes rank-R.csv files (see bench/allreduce/harness.hpp) into
+a directory and returns it; the clients stop on their own when the plan is
+done. zring also needs its daemons: `ZringRing` starts one zringd per node
+from a config it writes, and is kept up for every method of a series.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+from . import procs
+
+
+class Binaries:
+    """Where the build put the programs (bench/run.sh builds them)."""
+
+    def __init__(self, build_dir):
+        self.build_dir = build_dir
+        self.zringd = os.path.join(build_dir, "daemon", "zringd")
+        self.zringctl = os.path.join(build_dir, "tools", "zringctl")
+        self.zring_client = os.path.join(build_dir, "bench", "zring_allreduce_client")
+        self.gloo_client = os.path.join(build_dir, "bench", "gloo_allreduce_client")
+        self.mpi_client = os.path.join(build_dir, "bench", "mpi_allreduce_client")
+
+    def missing_for_zring(self):
+        return [p for p in (self.zringd, self.zringctl, self.zring_client) if not os.access(p, os.X_OK)]
+
+    def gloo_unavailable(self):
+        if not os.access(self.gloo_client, os.X_OK):
+            return "not built (libgloo-dev was missing when the build was configured)"
+        return None
+
+    def mpi_unavailable(self):
+        if not os.access(self.mpi_client, os.X_OK):
+            return "not built (libopenmpi-dev was missing when the build was configured)"
+        if not _which("mpirun"):
+            return "mpirun not found (apt-get install openmpi-bin)"
+        return None
+
+
+def _which(name):
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        p = os.path.join(d, name)
+        if os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def _free_ports(count):
+    """Ports on 127.0.0.1 nothing listens on now (asked of the kernel)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class Series:
+    """One rank count on one network: what every runner needs."""
+
+    def __init__(self, bins, net, nodes, local_ranks, work_dir, plan, timeout):
+        self.bins = bins
+        self.net = net
+        self.nodes = nodes
+        self.local_ranks = local_ranks
+        self.work_dir = work_dir
+        self.plan = plan          # BYTES:WARMUP:ITERS,...
+        self.timeout = timeout    # seconds for one implementation/method to finish
+
+    @property
+    def ranks(self):
+        return self.nodes * self.local_ranks
+
+    def node_of(self, rank):
+        return rank // self.local_ranks
+
+    def out_dir(self, name):
+        d = os.path.join(self.work_dir, name)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+
+class ZringRing:
+    """One zringd per node, from a ring config written into the work dir."""
+
+    def __init__(self, series, largest_bytes, chunk_bytes=None):
+        self.s = series
+        self.dir = series.out_dir("zringd")
+        # Unix socket paths must stay short (< 100 bytes): sockets go to /tmp.
+        self.sock_dir = tempfile.mkdtemp(prefix="zrbench-ipc-")
+        self.group = procs.Group()
+        in_netns = series.net.name != "loopback"
+        ports = [7101] * series.nodes if in_netns else _free_ports(series.nodes)
+        lines = ["nodes:"]
+        for n in range(series.nodes):
+            lines.append(f"  - {{name: n{n}, address: 'tcp://{series.net.host(n)}:{ports[n]}', "
+                         f"ipc: '{self.ipc(n)}'}}")
+        lines += [f"local_ranks: {series.local_ranks}",
+                  "timeout_ms: 60000",
+                  "heartbeat_ms: 500",
+                  # The IPC values frame holds a whole op: room for the largest.
+                  f"max_message_bytes: {max(256 << 20, largest_bytes + (1 << 20))}",
+                  "log_level: info"]
+        if chunk_bytes:
+            lines.append(f"chunk_bytes: {chunk_bytes}")
+        self.config = os.path.join(self.dir, "ring.yaml")
+        with open(self.config, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+    def ipc(self, node):
+        return f"ipc://{self.sock_dir}/n{node}.sock"
+
+    def __enter__(self):
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.group.stop()
+        shutil.rmtree(self.sock_dir, ignore_errors=True)
+
+    def _start(self):
+        for n in range(self.s.nodes):
+            sock = self.ipc(n)[len("ipc://"):]
+            if os.path.exists(sock):
+                os.unlink(sock)
+            argv = self.s.net.wrap(n, [self.s.bins.zringd, "--config", self.config,
+                                       "--node", f"n{n}"])
+            self.group.spawn(f"zringd n{n}", argv, os.path.join(self.dir, f"n{n}.log"),
+                             append=True)
+        self._wait_up(60.0)
+
+    def dead(self):
+        """Why the ring cannot serve: the daemons that exited, or ''."""
+        gone = [d for d in self.group.children if not d.running()]
+        return "; ".join(f"{d.name} exited with status {d.popen.returncode}: "
+                         f"{d.log_tail(3) or '(no log)'}" for d in gone)
+
+    def ensure_up(self):
+        """Restarts the whole ring when a daemon has died (something outside
+        may kill it). Returns what was wrong, or '' when all was well."""
+        why = self.dead()
+        if why:
+            self.group.stop()
+            self._start()
+        return why
+
+    def _wait_up(self, timeout):
+        deadline = time.monotonic() + timeout
+        for n, daemon in enumerate(self.group.children):
+            while True:
+                if not daemon.running():
+                    raise procs.Failed(f"{daemon.name} exited:\n{daemon.log_tail()}")
+                if os.path.exists(self.ipc(n)[len("ipc://"):]):
+                    status = subprocess.run(
+                        [self.s.bins.zringctl, "status", "--endpoint", self.ipc(n), "--json"],
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+                    if '"ring_up":true' in status:
+                        break
+                if time.monotonic() > deadline:
+                    raise procs.Failed(f"the zring ring is not up after {timeout:.0f} s; "
+                                       f"{daemon.name} says:\n{daemon.log_tail()}")
+                time.sleep(0.1)
+
+    def run_method(self, method, name):
+        """All ranks run the plan with `method`; returns the timings directory.
+        Raises Failed when a client fails or a daemon dies meanwhile."""
+        out = self.s.out_dir(name)
+        clients = procs.Group()
+        try:
+            for r in range(self.s.ranks):
+                node = self.s.node_of(r)
+                argv = self.s.net.wrap(node, [
+                    self.s.bins.zring_client, "--endpoint", self.ipc(node), "--method", method,
+                    "--rank", str(r), "--local-rank", str(r % self.s.local_ranks),
+                    "--plan", self.s.plan, "--out", os.path.join(out, f"rank-{r}.csv")])
+                clients.spawn(f"zring client rank {r}", argv, os.path.join(out, f"rank-{r}.log"))
+            clients.wait(self.s.timeout, also_alive=self.group.children)
+        except procs.Failed as e:
+            why = self.dead()
+            raise procs.Failed(f"{e}\nzringd: {why}" if why else str(e))
+        finally:
+            clients.stop()
+        return out
+
+
+def run_gloo(series, name="gloo"):
+    """Gloo's AllreduceRingChunked over its TCP transport, FileStore rendezvous."""
+    out = series.out_dir(name)
+    store = os.path.join(out, "store")
+    os.makedirs(store, exist_ok=True)
+    group = procs.Group()
+    try:
+        for r in range(series.ranks):
+            node = series.node_of(r)
+            argv = series.net.wrap(node, [
+                series.bins.gloo_client, "--rank", str(r), "--size", str(series.ranks),
+                "--store", store, "--host", series.net.host(node), "--plan", series.plan,
+                "--out", os.path.join(out, f"rank-{r}.csv")])
+            group.spawn(f"gloo rank {r}", argv, os.path.join(out, f"rank-{r}.log"))
+        group.wait(series.timeout)
+    finally:
+        group.stop()
+    return out
+
+
+def mpi_version():
+    try:
+        text = subprocess.run(["mpirun", "--version"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True).stdout
+        return text.splitlines()[0].strip()
+    except (OSError, IndexError):
+        return "unknown"
+
+
+def run_mpi(series, name="mpi"):
+    """mpirun -np N over the TCP BTL only (--mca btl tcp,self)."""
+    out = series.out_dir(name)
+    argv = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "tcp,self"]
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    client = [series.bins.mpi_client, "--plan", series.plan, "--out-dir", out]
+    env = {}
+    if series.net.name == "loopback":
+        # Open MPI leaves loopback out of the TCP BTL by default; all ranks are here.
+        argv += ["--mca", "btl_tcp_if_include", "lo", "-np", str(series.ranks)] + client
+    else:
+        # mpirun runs in the hub namespace and each rank in its node's. The
+        # ranks reach mpirun's PMIx server over the bridge (PMIx talks TCP,
+        # by default on loopback only); the data goes over eth0, the shaped link.
+        env = {"PMIX_MCA_ptl_tcp_remote_connections": "1", "PMIX_MCA_ptl_tcp_if_include": "br0"}
+        argv = series.net.wrap_hub(argv + ["--mca", "btl_tcp_if_include", "eth0"])
+        for r in range(series.ranks):
+            argv += (["-np", "1"] + series.net.wrap(series.node_of(r), client) +
+                     ([":"] if r + 1 < series.ranks else []))
+    group = procs.Group()
+    try:
+        group.spawn("mpirun", argv, os.path.join(out, "mpirun.log"), env)
+        group.wait(series.timeout)
+    finally:
+        group.stop()
+    return out
