@@ -1,0 +1,219 @@
+// make_seed_corpus.cpp - writes the binary seed corpus of fuzz_wire and
+// fuzz_codec_decode: a few valid messages and payloads of every kind, small
+// enough that the fuzzers mutate them quickly. Run once by hand when a
+// format changes (docs/fuzzing.md); its output is committed under
+// tests/fuzz/corpus/. The YAML seeds of fuzz_config are written by hand.
+//
+//   fuzz_seed_corpus tests/fuzz/corpus
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+#include <zring/compression.hpp>
+#include <zring/error.hpp>
+
+#include "codec/codec.hpp"
+#include "codec_input.hpp"
+#include "wire/wire.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace wire = zring::wire;
+namespace collective = zring::collective;
+using zring::CompressedGradient;
+using zring::CompressionMethod;
+using Bytes = std::vector<std::uint8_t>;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+
+void write(const fs::path& dir, const std::string& name, const Bytes& bytes) {
+  fs::create_directories(dir);
+  std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + (dir / name).string());
+}
+
+// Smooth values of mixed sign and size, the same on every run.
+std::vector<float> values(std::size_t n, std::uint64_t seed) {
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = std::sin(0.37f * static_cast<float>(i + seed)) * static_cast<float>(1 + i % 5);
+  return x;
+}
+
+CompressedGradient compress(const CompressionMethod& m, const std::vector<float>& x,
+                            std::uint64_t seed = 7) {
+  return zring::codec::make_codec(m)->compress(x.data(), x.size(),
+                                               zring::codec::CodecContext{seed});
+}
+
+// --- fuzz_codec_decode: [method selector][original_size][payload] --------------------
+
+struct CodecSeed {
+  std::string name;
+  zring::fuzz::MethodSelector selector;
+  std::vector<float> x;
+};
+
+void write_codec_seeds(const fs::path& dir) {
+  using K = zring::CompressionKind;
+  const auto kind = [](K k, bool ratio = false) {
+    return static_cast<std::uint8_t>(static_cast<unsigned>(k) | (ratio ? 0x80u : 0u));
+  };
+  std::vector<float> spiky = values(64, 3);
+  spiky[5] = kInf;
+  spiky[40] = kNan;
+  const std::vector<CodecSeed> seeds = {
+      {"none", {kind(K::none), 0}, values(24, 1)},
+      {"none-empty", {kind(K::none), 0}, {}},
+      {"fp16", {kind(K::fp16), 0}, {1.0f, -2.5f, 65504.0f, 1e-7f, kInf, kNan, -0.0f, 70000.0f}},
+      {"bf16", {kind(K::bf16), 0}, {1.0f, -2.5f, 3e38f, 1e-40f, kInf, kNan, -0.0f, 0.1f}},
+      {"topk-5", {kind(K::topk), 4}, values(100, 2)},
+      {"topk-10pct", {kind(K::topk, true), 6553}, spiky},
+      {"randomk-7", {kind(K::randomk), 6}, values(50, 4)},
+      {"randomk-25pct-nonfinite", {kind(K::randomk, true), 16383}, spiky},
+      {"threshold-0.5", {kind(K::threshold), 128}, values(60, 5)},
+      {"threshold-0-nan", {kind(K::threshold), 0}, spiky},
+      {"quant-1", {kind(K::quantization), 0}, values(33, 6)},
+      {"quant-3-two-blocks", {kind(K::quantization), 2}, values(5000, 7)},
+      {"quant-4", {kind(K::quantization), 3}, values(31, 8)},
+      {"quant-8", {kind(K::quantization), 7}, values(20, 9)},
+      {"quant-13-nan-block", {kind(K::quantization), 12}, spiky},
+      {"quant-16", {kind(K::quantization), 15}, values(9, 10)},
+      {"sign", {kind(K::signsgd), 0}, values(70, 11)},
+      {"sign-two-blocks-nan",
+       {kind(K::signsgd), 0},
+       [] {
+         std::vector<float> x = values(4200, 12);
+         x[4100] = kNan;
+         return x;
+       }()},
+  };
+  for (const CodecSeed& s : seeds) {
+    const CompressedGradient g = compress(zring::fuzz::method_of(s.selector), s.x);
+    write(dir, s.name,
+          zring::fuzz::write_codec_input(s.selector, static_cast<std::uint32_t>(s.x.size()),
+                                         g.payload));
+  }
+}
+
+// --- fuzz_wire: one message of every type and kind ----------------------------------
+
+collective::Manifest manifest() {
+  collective::Manifest m;
+  m.method = "ef:topk:1%";
+  m.tensors = {
+      {"bias", {16}, 16}, {"empty", {0, 3}, 0}, {"scalar", {}, 1}, {"weight", {4, 3, 2}, 24}};
+  return m;
+}
+
+void write_wire_seeds(const fs::path& dir) {
+  zring::CompressedMap every;
+  std::uint64_t seed = 1;
+  for (const char* method :
+       {"none", "fp16", "bf16", "topk:3", "topk:10%", "randomk:5", "randomk:25%", "threshold:0.5",
+        "quant:1", "quant:5", "quant:8", "quant:16", "sign"}) {
+    CompressedGradient g = compress(CompressionMethod::parse(method), values(40, seed), seed);
+    g.shape = {5, 8};
+    every.emplace(std::string("t.") + method, std::move(g));
+    ++seed;
+  }
+  write(dir, "gradients-every-method", wire::encode_gradients(every));
+
+  zring::CompressedMap shapes;
+  CompressedGradient scalar = compress(CompressionMethod::none(), {2.5f});
+  scalar.shape = {};
+  shapes.emplace("scalar", scalar);
+  CompressedGradient empty = compress(CompressionMethod::quantization(4), {});
+  empty.shape = {3, 0};
+  shapes.emplace("empty", empty);
+  CompressedGradient blocks = compress(CompressionMethod::quantization(2), values(4100, 9));
+  blocks.shape = {41, 100};
+  shapes.emplace("two-blocks", blocks);
+  write(dir, "gradients-shapes", wire::encode_gradients(shapes));
+  write(dir, "gradients-empty", wire::encode_gradients({}));
+
+  const char* ring_kinds[] = {"data", "heartbeat", "form", "up", "reform", "abort"};
+  for (unsigned k = 1; k <= 6; ++k) {
+    wire::RingHeader h;
+    h.kind = static_cast<wire::RingKind>(k);
+    h.generation = 3;
+    h.op = 42;
+    h.sender = 1;
+    if (h.kind == wire::RingKind::data) h.tag = {collective::Phase::reduce, 2, 1, 1};
+    h.origin = h.kind == wire::RingKind::abort || h.kind == wire::RingKind::reform ? 2 : 0;
+    if (h.kind == wire::RingKind::abort) {
+      h.error_code = static_cast<std::uint32_t>(zring::ErrorCode::timeout);
+      h.text = "op 42 timed out at node 'c'";
+    }
+    write(dir, std::string("ring-") + ring_kinds[k - 1], wire::encode_ring_header(h));
+  }
+
+  collective::NodeSummary summary;
+  summary.manifest = manifest();
+  summary.stats = {0.5f, -1.25f, 3.0f, 7.0f};
+  summary.nonfinite = {{0, 3, kInf}, {3, 17, kNan}};
+  summary.blob_bytes = 1234;
+  write(dir, "summary", wire::encode_summary(summary));
+  collective::NodeSummary failed;
+  failed.error = "rank 1: tensor 'bias' holds 12 elements, expected 16";
+  failed.error_code = static_cast<std::uint8_t>(zring::ErrorCode::size_mismatch);
+  write(dir, "summary-error", wire::encode_summary(failed));
+
+  const char* ipc_kinds[] = {"hello", "welcome",   "submit", "result",
+                             "error", "keepalive", "status"};
+  for (unsigned k = 1; k <= 7; ++k) {
+    wire::IpcHeader h;
+    h.kind = static_cast<wire::IpcKind>(k);
+    h.request = 9;
+    h.local_rank = 1;
+    if (h.kind == wire::IpcKind::submit) h.manifest = manifest();
+    if (h.kind == wire::IpcKind::welcome) {
+      h.world_size = 8;
+      h.rank = 3;
+      h.local_ranks = 2;
+      h.timeout_ms = 10000;
+      h.heartbeat_ms = 500;
+      h.node = "b";
+    }
+    if (h.kind == wire::IpcKind::result) {
+      h.op = 42;
+      h.wire_bytes = 4096;
+      h.dense_bytes = 65536;
+    }
+    if (h.kind == wire::IpcKind::error) {
+      h.error_code = static_cast<std::uint32_t>(zring::ErrorCode::manifest_mismatch);
+      h.text = "ranks 0-1 submitted 'bias', rank 2 did not";
+    }
+    if (h.kind == wire::IpcKind::status) h.text = "{\"ring\": \"up\", \"ops\": 12}";
+    write(dir, std::string("ipc-") + ipc_kinds[k - 1], wire::encode_ipc_header(h));
+  }
+
+  write(dir, "payload-list",
+        wire::encode_payload_list(
+            {compress(CompressionMethod::topk(2), values(10, 1)).payload, {}, Bytes{1, 2, 3}}));
+  write(dir, "payload-list-empty", wire::encode_payload_list({}));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr,
+                 "usage: %s CORPUS_DIR (writes CORPUS_DIR/fuzz_wire, .../fuzz_codec_decode)\n",
+                 argv[0]);
+    return 2;
+  }
+  const fs::path root = argv[1];
+  write_wire_seeds(root / "fuzz_wire");
+  write_codec_seeds(root / "fuzz_codec_decode");
+  return 0;
+}
