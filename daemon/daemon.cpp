@@ -1,6 +1,9 @@
 #include "daemon.hpp"
 
+#include <unistd.h>
+
 #include <csignal>
+#include <cstring>
 
 #include <boost/asio/post.hpp>
 
@@ -11,9 +14,10 @@
 
 namespace zring::daemon {
 
-Daemon::Daemon(RingConfig config, std::string config_path, std::optional<std::string> node)
+Daemon::Daemon(RingConfig config, std::string config_path, std::optional<std::string> node,
+               std::optional<std::string> log_level_override)
     : config_(std::move(config)), config_path_(std::move(config_path)), node_(std::move(node)),
-      signals_(io_, SIGINT, SIGTERM, SIGHUP), zmq_(1),
+      log_level_override_(std::move(log_level_override)), signals_(io_, SIGINT, SIGTERM, SIGHUP), zmq_(1),
       worker_(zmq_, config_,
               [this](OpDone done) {
                 boost::asio::post(io_, [this, done = std::move(done)]() mutable {
@@ -26,17 +30,26 @@ Daemon::Daemon(RingConfig config, std::string config_path, std::optional<std::st
                   notify_ring_state(state);
                 });
               }),
-      ipc_(io_, zmq_, config_, worker_) {}
+      ipc_(io_, zmq_, config_, worker_) {
+  if (config_.metrics)
+    metrics_.emplace(io_, *config_.metrics, [this] { return render_prometheus(ipc_.stats(), config_); });
+}
 
 Daemon::~Daemon() {
+  if (metrics_) metrics_->stop();
   worker_.stop();
   ipc_.stop("zringd is shutting down");
   zmq_.shutdown();
 }
 
 int Daemon::run() {
+  if (metrics_) {  // first: a port in use stops the start before the ring sees this node
+    metrics_->start();
+    log_info("metrics on http://" + config_.metrics->listen + "/metrics");
+  }
   worker_.start();
   ipc_.start();
+  ipc_bound_ = true;
   log_info("listening on " + config_.ipc + ", ring socket " + config_.self_node().address + ", " +
            std::to_string(config_.nodes.size()) + " nodes x " +
            std::to_string(config_.local_ranks) + " local ranks");
@@ -59,16 +72,61 @@ void Daemon::on_signal(int signal) {
   shutdown(signal == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-// What can change without a restart: the log level.
+namespace {
+
+// The keys of `fresh` that differ from the running configuration and only
+// take effect after a restart.
+std::string needs_restart(const RingConfig& running, const RingConfig& fresh) {
+  const auto same_nodes = [&] {
+    if (running.nodes.size() != fresh.nodes.size()) return false;
+    for (std::size_t n = 0; n < running.nodes.size(); ++n) {
+      const NodeConfig &a = running.nodes[n], &b = fresh.nodes[n];
+      if (a.name != b.name || a.address != b.address || a.ipc != b.ipc) return false;
+    }
+    return true;
+  };
+  const auto listen = [](const RingConfig& c) { return c.metrics ? c.metrics->listen : std::string(); };
+  std::string keys;
+  const auto add = [&](bool changed, const char* key) {
+    if (changed) keys += (keys.empty() ? "" : ", ") + std::string(key);
+  };
+  add(!same_nodes(), "nodes");
+  add(running.self != fresh.self, "self");
+  add(running.ipc != fresh.ipc, "ipc");
+  add(running.local_ranks != fresh.local_ranks, "local_ranks");
+  add(running.timeout != fresh.timeout, "timeout_ms");
+  add(running.heartbeat != fresh.heartbeat, "heartbeat_ms");
+  add(running.chunk_bytes != fresh.chunk_bytes, "chunk_bytes");
+  add(running.max_message_bytes != fresh.max_message_bytes, "max_message_bytes");
+  add(listen(running) != listen(fresh), "metrics");
+  return keys;
+}
+
+}  // namespace
+
+// What can change without a restart: the log level. Every other change is
+// named in the log as waiting for a restart.
 void Daemon::reload() {
+  RingConfig fresh;
   try {
-    RingConfig fresh = load_config(config_path_, node_);
-    set_log_level(parse_log_level(fresh.log_level));
-    log_info("SIGHUP: re-read " + config_path_ + "; log level " + fresh.log_level +
-             " (ring membership, addresses and the IPC endpoint need a restart)");
+    fresh = load_config(config_path_, node_);
   } catch (const Error& e) {
     log_error(std::string("SIGHUP: kept the running configuration: ") + e.what());
+    return;
   }
+  std::string level = fresh.log_level;
+  std::string from = "from " + config_path_;
+  if (log_level_override_) {
+    level = *log_level_override_;
+    from = "from --log-level, which wins over the file's " + fresh.log_level;
+  }
+  const LogLevel before = log_level();
+  set_log_level(parse_log_level(level));
+  const std::string restart = needs_restart(config_, fresh);
+  log_notice("SIGHUP: re-read " + config_path_ + "; log level " + level + " (" + from + ")" +
+             (before == log_level() ? ", unchanged" : ", was " + std::string(to_string(before))) +
+             (restart.empty() ? "; nothing else changed"
+                              : "; changes to " + restart + " take effect after a restart"));
 }
 
 // Stop intake, fail what is pending, stop the ring thread (aborting its op),
@@ -78,13 +136,21 @@ void Daemon::shutdown(const std::string& why) {
   stopping_ = true;
   log_info(why + ": shutting down");
   sd_notify_status("STOPPING=1\nSTATUS=shutting down");
+  if (metrics_) metrics_->stop();
   ipc_.stop("zringd is shutting down (" + why + ")");
+  // ZeroMQ leaves the socket file behind; a client must find no daemon there.
+  if (ipc_bound_) ::unlink(config_.ipc.substr(std::strlen("ipc://")).c_str());
   worker_.stop();
   signals_.cancel();
   io_.stop();
 }
 
+// READY=1 the first time the ring is up; a STATUS= line when it goes up or
+// down (not for the reports that only carry new byte counts).
 void Daemon::notify_ring_state(const RingState& state) {
+  std::pair<bool, std::string> now{state.up, state.reason};
+  if (notified_ == now) return;
+  notified_ = std::move(now);
   if (state.up && !ready_sent_) {
     ready_sent_ = true;
     sd_notify_status("READY=1\nSTATUS=ring up (" + std::to_string(config_.nodes.size()) + " nodes)");

@@ -71,10 +71,15 @@ int main(int argc, char** argv) {
     }
     const std::string path = args["config"].as<std::string>();
     RingConfig config = load_config(path, node);
-    if (args.count("log-level")) config.log_level = args["log-level"].as<std::string>();
+    std::optional<std::string> level_override;
+    if (args.count("log-level")) {
+      level_override = args["log-level"].as<std::string>();
+      (void)daemon::parse_log_level(*level_override);  // a bad level is a usage error
+      config.log_level = *level_override;
+    }
     daemon::set_log_node(config.self);
     daemon::set_log_level(daemon::parse_log_level(config.log_level));
-    daemon::Daemon zringd(std::move(config), path, node);
+    daemon::Daemon zringd(std::move(config), path, node, level_override);
     return zringd.run();
   } catch (const Error& e) {
     std::cerr << "zringd: " << e.what() << "\n";

@@ -8,6 +8,8 @@ packages=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libyaml-cpp-dev
   libboost-dev libboost-test-dev libboost-program-options-dev
   libbenchmark-dev libsystemd-dev
+  systemd procps curl dpkg-dev file
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -2,10 +2,22 @@
 //
 //   zringctl status [--config FILE | --endpoint ipc://...] [--node NAME] [--json]
 //   zringctl check-config FILE [--node NAME]
-#include <cstring>
+//
+// status asks the node's zringd over its IPC socket (the daemon answers with
+// one JSON object, built in daemon/metrics.cpp) and prints it as tables, or
+// as it came with --json.
+#include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
+
+#define BOOST_BIND_GLOBAL_PLACEHOLDERS  // property_tree still includes the old boost/bind.hpp
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
 
 #include <zring/zring.hpp>
 
@@ -13,9 +25,21 @@
 
 namespace {
 
+using boost::property_tree::ptree;
+
+// Numbers and flags of the report, read as text: ptree's own numeric
+// conversions trip GCC's -Wmaybe-uninitialized inside Boost.
+std::uint64_t count(const ptree& tree, const std::string& key) { return std::stoull(tree.get<std::string>(key)); }
+std::int64_t seconds(const ptree& tree, const std::string& key) { return std::stoll(tree.get<std::string>(key)); }
+bool flag(const ptree& tree, const std::string& key) { return tree.get<std::string>(key, "false") == "true"; }
+
 const char* kUsage =
     "usage: zringctl status [--config FILE | --endpoint ipc://PATH] [--node NAME] [--json]\n"
-    "       zringctl check-config FILE [--node NAME]\n";
+    "       zringctl check-config FILE [--node NAME]\n"
+    "\n"
+    "status        ask this node's zringd how the ring and its ops are doing\n"
+    "              (FILE defaults to /etc/zring/zring.yaml; its ipc endpoint is used)\n"
+    "check-config  validate a ring file and print the ring\n";
 
 struct Args {
   std::string command;
@@ -44,16 +68,128 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// Crude but enough for the flat report zringd sends: "key":value pairs.
-std::string field(const std::string& json, const std::string& key) {
-  const std::string needle = "\"" + key + "\":";
-  const auto at = json.find(needle);
-  if (at == std::string::npos) return "?";
-  auto begin = at + needle.size();
-  auto end = json.find_first_of(",}", begin);
-  std::string v = json.substr(begin, end - begin);
-  if (!v.empty() && v.front() == '"') v = v.substr(1, v.size() - 2);
-  return v;
+// --- formatting ------------------------------------------------------------------
+
+std::string bytes(std::uint64_t n) {
+  if (n < 1024) return std::to_string(n) + " B";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(n);
+  int u = -1;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", v, units[u]);
+  return text;
+}
+
+std::string duration(std::int64_t seconds) {
+  if (seconds < 0) seconds = 0;
+  const std::int64_t d = seconds / 86400, h = seconds / 3600 % 24, m = seconds / 60 % 60, s = seconds % 60;
+  if (d > 0) return std::to_string(d) + "d " + std::to_string(h) + "h";
+  if (h > 0) return std::to_string(h) + "h " + std::to_string(m) + "m";
+  if (m > 0) return std::to_string(m) + "m " + std::to_string(s) + "s";
+  return std::to_string(s) + "s";
+}
+
+std::string clock_time(std::int64_t unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm local{};
+  ::localtime_r(&t, &local);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local);
+  return text;
+}
+
+// Columns padded to their widest cell, two spaces apart, indented.
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], row[c].size());
+    }
+  for (const auto& row : rows) {
+    std::string line = "  ";
+    for (std::size_t c = 0; c < row.size(); ++c)
+      line += row[c] + (c + 1 < row.size() ? std::string(width[c] - row[c].size() + 2, ' ') : "");
+    std::cout << line << "\n";
+  }
+}
+
+std::string plural(std::uint64_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// --- status ------------------------------------------------------------------------
+
+void print_members(const ptree& report) {
+  std::vector<std::vector<std::string>> rows{{"#", "NODE", "ADDRESS", "FIRST RANK", "STATE"}};
+  std::size_t n = 0;
+  for (const auto& [key, member] : report.get_child("members")) {
+    const std::string state = member.get<std::string>("state");
+    const std::string shown = state == "self"      ? "this node"
+                              : state == "up"      ? "reachable"
+                              : state == "down"    ? "unreachable"
+                                                   : "unknown (ring down)";
+    rows.push_back({std::to_string(n++), member.get<std::string>("name"), member.get<std::string>("address"),
+                    member.get<std::string>("first_rank"), shown});
+  }
+  print_table(rows);
+  if (flag(report, "members_cut")) std::cout << "  ... (more members; see --json)\n";
+}
+
+void print_traffic(const ptree& report) {
+  std::vector<std::vector<std::string>> rows{
+      {"METHOD", "OPS", "FAILED", "RAW BYTES", "WIRE SENT", "WIRE RECEIVED", "RAW/WIRE"}};
+  for (const auto& [method, m] : report.get_child("methods")) {
+    const auto raw = count(m, "raw_bytes");
+    const auto sent = count(m, "wire_bytes_sent");
+    char ratio[32] = "-";
+    if (raw > 0 && sent > 0) std::snprintf(ratio, sizeof ratio, "x%.2f", static_cast<double>(raw) / static_cast<double>(sent));
+    rows.push_back({method, m.get<std::string>("ops"), m.get<std::string>("failed"), bytes(raw), bytes(sent),
+                    bytes(count(m, "wire_bytes_received")), ratio});
+  }
+  rows.push_back({"(between ops)", "", "", "", bytes(count(report, "idle_bytes_sent")),
+                  bytes(count(report, "idle_bytes_received")), ""});
+  print_table(rows);
+  if (flag(report, "methods_cut")) std::cout << "  ... (more methods; see --json)\n";
+}
+
+void print_status(const ptree& report) {
+  const auto now = seconds(report, "now");
+  const auto first = count(report, "first_rank");
+  const auto local = count(report, "local_ranks");
+  std::cout << "node        " << report.get<std::string>("node") << ", zringd " << report.get<std::string>("version")
+            << ", running for " << duration(now - seconds(report, "started")) << "\n"
+            << "ranks       " << (local == 1 ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(first + local - 1))
+            << " of world size " << report.get<std::string>("world_size") << " (" << plural(local, "local rank") << ")\n";
+  const bool up = flag(report, "ring_up");
+  const auto since = seconds(report, "ring_since");
+  std::cout << "ring        " << (up ? "up" : "DOWN") << " since " << clock_time(since) << " ("
+            << duration(now - since) << ")";
+  if (!up) std::cout << ": " << report.get<std::string>("ring_reason");
+  std::cout << "\n            " << plural(count(report, "formations"), "formation") << ", "
+            << report.get<std::string>("dropped") << " ring messages dropped ("
+            << report.get<std::string>("malformed") << " malformed)\n";
+  std::cout << "members\n";
+  print_members(report);
+  std::cout << "ops         " << report.get<std::string>("ops_done") << " done, " << report.get<std::string>("ops_failed")
+            << " failed";
+  std::string kinds;
+  for (const auto& [kind, count] : report.get_child("errors"))
+    kinds += (kinds.empty() ? "" : ", ") + kind + ": " + count.data();
+  std::cout << (kinds.empty() ? "" : " (" + kinds + ")") << "\n";
+  const std::string last = report.get<std::string>("last_error");
+  std::cout << "last error  "
+            << (last.empty() ? "none"
+                             : last + " (" + duration(now - seconds(report, "last_error_at")) + " ago)")
+            << "\n";
+  std::cout << "traffic since start (raw: what a dense float32 ring would have moved)\n";
+  print_traffic(report);
+  const std::string metrics = report.get<std::string>("metrics");
+  if (!metrics.empty()) std::cout << "metrics     http://" << metrics << "/metrics\n";
 }
 
 int status(const Args& a) {
@@ -63,17 +199,28 @@ int status(const Args& a) {
         zring::load_config(a.config.value_or("/etc/zring/zring.yaml"), a.node);
     endpoint = config.ipc;
   }
-  const std::string report = zring::client::query_status(endpoint, std::chrono::seconds(5));
+  std::string report;
+  try {
+    report = zring::client::query_status(endpoint, std::chrono::seconds(5));
+  } catch (const zring::Error& e) {
+    throw zring::Error(e.code(), std::string(e.what()) +
+                                     " (is zringd running, and may this user use its socket? "
+                                     "it is group zring's)");
+  }
   if (a.json) {
     std::cout << report << "\n";
     return 0;
   }
-  std::cout << "node        " << field(report, "node") << "\n"
-            << "ring        " << (field(report, "ring_up") == "true" ? "up" : "down") << "\n"
-            << "generation  " << field(report, "generation") << "\n"
-            << "ops done    " << field(report, "ops_done") << "\n"
-            << "ops failed  " << field(report, "ops_failed") << "\n"
-            << "dropped     " << field(report, "dropped") << " ring messages\n";
+  ptree tree;
+  try {
+    std::istringstream in(report);
+    boost::property_tree::read_json(in, tree);
+    print_status(tree);
+  } catch (const std::logic_error& e) {  // ptree_error, or stoull on a non-number
+    throw zring::Error(zring::ErrorCode::malformed_message,
+                       std::string("zringd's status report does not read as expected (") + e.what() +
+                           "); is zringctl older than zringd? --json shows it as it came");
+  }
   return 0;
 }
 
@@ -85,6 +232,8 @@ int check_config(const Args& a) {
   for (std::size_t i = 0; i < c.nodes.size(); ++i)
     std::cout << "  " << i << "  " << c.nodes[i].name << "  " << c.nodes[i].address
               << (i == c.self_index ? "   <- self" : "") << "\n";
+  std::cout << "  ipc " << c.ipc << (c.metrics ? ", metrics on http://" + c.metrics->listen + "/metrics" : "")
+            << ", log level " << c.log_level << "\n";
   return 0;
 }
 
@@ -95,7 +244,7 @@ int main(int argc, char** argv) {
     const Args a = parse(argc, argv);
     if (a.command == "status") return status(a);
     if (a.command == "check-config") return check_config(a);
-    if (a.command == "--help" || a.command == "help") {
+    if (a.command == "--help" || a.command == "-h" || a.command == "help") {
       std::cout << kUsage;
       return 0;
     }

@@ -21,6 +21,13 @@ struct NodeConfig {
                         // `ipc` (several daemons on one host); empty if not set
 };
 
+// The optional Prometheus endpoint (`metrics: {listen: HOST:PORT}`).
+struct MetricsConfig {
+  std::string listen;       // HOST:PORT as written in the file
+  std::string host;         // HOST part (an IPv6 literal without brackets)
+  std::uint16_t port = 0;   // 1..65535
+};
+
 // A validated ring description. See configs/ for examples and
 // docs/configuration.md for every key.
 struct RingConfig {
@@ -35,6 +42,7 @@ struct RingConfig {
   std::size_t chunk_bytes = 1 << 20;           // ring pipelining unit (64 KiB..64 MiB)
   std::size_t max_message_bytes = 256u << 20;  // ZMQ_MAXMSGSIZE on ring and IPC sockets
   std::string log_level = "info";              // error | warn | info | debug
+  std::optional<MetricsConfig> metrics;        // HTTP /metrics; none unless configured
   std::string source;               // where the config came from (for messages)
 
   [[nodiscard]] std::size_t world_size() const noexcept { return nodes.size() * local_ranks; }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -58,10 +60,11 @@ constexpr Range kMaxMessageBytes{kChunkBytes.min + kHeaderRoom, 4 * GiB, true};
 // A ring file is a few kilobytes; anything much larger is the wrong file.
 constexpr std::size_t kMaxFileBytes = 1 * MiB;
 
-constexpr std::array<std::string_view, 9> kTopKeys{
+constexpr std::array<std::string_view, 10> kTopKeys{
     "nodes",       "self",        "ipc",               "local_ranks", "timeout_ms",
-    "heartbeat_ms", "chunk_bytes", "max_message_bytes", "log_level"};
+    "heartbeat_ms", "chunk_bytes", "max_message_bytes", "log_level",  "metrics"};
 constexpr std::array<std::string_view, 3> kNodeKeys{"name", "address", "ipc"};
+constexpr std::array<std::string_view, 1> kMetricsKeys{"listen"};
 constexpr std::array<std::string_view, 4> kLogLevels{"error", "warn", "info", "debug"};
 
 // ---------------------------------------------------------------- messages --
@@ -362,6 +365,22 @@ void read_settings(const YAML::Node& root, const Where& top, RingConfig& config)
   }
 }
 
+// `metrics: {listen: HOST:PORT}`: the optional Prometheus endpoint.
+std::optional<MetricsConfig> read_metrics(const YAML::Node& root, const Where& top) {
+  const Where where = top.key("metrics");
+  const auto map = value_of(root, "metrics", where);
+  if (!map) return std::nullopt;
+  if (!map->IsMap()) where.fail("expected a map like {listen: 127.0.0.1:9464}, got " + kind_of(*map));
+  check_keys(*map, where, kMetricsKeys);
+  MetricsConfig metrics;
+  metrics.listen = require_string(*map, "listen", where, " (expected HOST:PORT, such as 127.0.0.1:9464)");
+  config::TcpAddress address = config::parse_listen_address(metrics.listen);
+  check(address.problem, where.key("listen"));
+  metrics.host = std::move(address.host);
+  metrics.port = address.port;
+  return metrics;
+}
+
 // -------------------------------------------------------------- documents --
 
 std::string position(const YAML::Mark& mark) {
@@ -383,26 +402,71 @@ std::string tab_hint(std::string_view text, const YAML::Mark& mark) {
   return indent.find('\t') == std::string_view::npos ? "" : " (this line is indented with a tab; YAML needs spaces)";
 }
 
+// Counts the documents of a YAML stream, stopping at the second, and notes
+// where that one's content starts. The text is not read with YAML::LoadAll:
+// yaml-cpp 0.7 (Debian 12) never returns from it on some malformed streams,
+// a lone "," for one (yaml-cpp issue #1040), and allocates an empty document
+// per round until memory runs out.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  [[nodiscard]] std::size_t documents() const { return documents_; }
+  [[nodiscard]] const YAML::Mark& second() const { return second_; }
+
+  void OnDocumentStart(const YAML::Mark&) override { ++documents_; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node_at(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node_at(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override {
+    node_at(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node_at(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node_at(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void node_at(const YAML::Mark& mark) {
+    if (documents_ == 2 && !seen_second_) {
+      second_ = mark;
+      seen_second_ = true;
+    }
+  }
+
+  std::size_t documents_ = 0;
+  YAML::Mark second_ = YAML::Mark::null_mark();
+  bool seen_second_ = false;
+};
+
 // The one YAML document of the text, which must be a map.
 YAML::Node load_document(std::string_view text, const Where& top) {
-  std::vector<YAML::Node> documents;
+  const std::string copy(text);
+  DocumentCounter counter;
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(std::string(text));
+    std::istringstream stream(copy);
+    YAML::Parser parser(stream);
+    while (counter.documents() < 2 && parser.HandleNextDocument(counter)) {
+    }
+    document = YAML::Load(copy);
   } catch (const YAML::Exception& e) {
     const std::string at = e.mark.is_null() ? "" : position(e.mark) + ": ";
     throw Error(ErrorCode::config_invalid, std::string(top.source) + ": " + at + e.msg + tab_hint(text, e.mark));
   }
-  if (documents.empty() || documents.front().IsNull()) {
+  if (document.IsNull()) {
     top.fail("the configuration is empty; it needs at least nodes and ipc (see configs/ for examples)");
   }
-  if (documents.size() > 1) {
-    throw Error(ErrorCode::config_invalid, std::string(top.source) + ": " + position(documents[1].Mark()) +
+  if (counter.documents() > 1) {
+    throw Error(ErrorCode::config_invalid, std::string(top.source) + ": " + position(counter.second()) +
                                                ": a second YAML document; a ring configuration is one document");
   }
-  if (!documents.front().IsMap()) {
-    top.fail("expected a map of keys (" + join(kTopKeys) + "), got " + kind_of(documents.front()));
+  if (!document.IsMap()) {
+    top.fail("expected a map of keys (" + join(kTopKeys) + "), got " + kind_of(document));
   }
-  return documents.front();
+  return document;
 }
 
 RingConfig build_config(const YAML::Node& root, const Where& top, const std::optional<std::string>& node) {
@@ -419,6 +483,7 @@ RingConfig build_config(const YAML::Node& root, const Where& top, const std::opt
   const std::string& own_ipc = ring.nodes[ring.self_index].ipc;
   ring.ipc = own_ipc.empty() ? *shared_ipc : own_ipc;
   read_settings(root, top, ring);
+  ring.metrics = read_metrics(root, top);
   return ring;
 }
 

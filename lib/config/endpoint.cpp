@@ -64,10 +64,17 @@ Problem check_host(std::string_view host, bool bracketed, const std::string& sho
   return "";
 }
 
-Problem parse_port(std::string_view port, const std::string& shown, std::uint16_t& out) {
-  if (port.empty()) return shown + " has no port" + std::string(kExpectTcp);
+// scheme is how addresses of this kind start ("tcp://", or "" for a listen
+// address), so that hints show the form the key expects.
+std::string expected_form(std::string_view scheme) {
+  return " (expected " + std::string(scheme) + "HOST:PORT)";
+}
+
+Problem parse_port(std::string_view port, const std::string& shown, std::uint16_t& out,
+                   std::string_view scheme = "tcp://") {
+  if (port.empty()) return shown + " has no port" + expected_form(scheme);
   if (port.find_first_not_of("0123456789") != std::string_view::npos) {
-    return shown + " has port " + quote(port) + ", which is not a number" + std::string(kExpectTcp);
+    return shown + " has port " + quote(port) + ", which is not a number" + expected_form(scheme);
   }
   unsigned number = 0;
   const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), number);
@@ -86,13 +93,13 @@ struct HostPort {
   Problem problem;
 };
 
-HostPort split_host_port(std::string_view rest, const std::string& shown) {
+HostPort split_host_port(std::string_view rest, const std::string& shown, std::string_view scheme = "tcp://") {
   HostPort out;
   out.bracketed = rest.starts_with('[');
   if (out.bracketed) {
     const std::size_t close = rest.find(']');
     if (close == std::string_view::npos) {
-      out.problem = shown + " opens '[' without a closing ']' (expected tcp://[IPv6]:PORT)";
+      out.problem = shown + " opens '[' without a closing ']' (expected " + std::string(scheme) + "[IPv6]:PORT)";
       return out;
     }
     out.host = rest.substr(1, close - 1);
@@ -103,13 +110,14 @@ HostPort split_host_port(std::string_view rest, const std::string& shown) {
   }
   const std::size_t colon = rest.rfind(':');
   if (colon == std::string_view::npos) {
-    out.problem = shown + " has no port" + std::string(kExpectTcp);
+    out.problem = shown + " has no port" + expected_form(scheme);
     return out;
   }
   out.host = rest.substr(0, colon);
   out.port = rest.substr(colon + 1);
   if (out.host.find(':') != std::string_view::npos) {
-    out.problem = shown + " has an IPv6 address without brackets (write tcp://[" + std::string(out.host) + "]:PORT)";
+    out.problem = shown + " has an IPv6 address without brackets (write " + std::string(scheme) + "[" +
+                  std::string(out.host) + "]:PORT)";
   }
   return out;
 }
@@ -128,6 +136,37 @@ TcpAddress parse_tcp_address(std::string_view address) {
   out.problem = parts.problem;
   if (out.problem.empty()) out.problem = check_host(parts.host, parts.bracketed, shown);
   if (out.problem.empty()) out.problem = parse_port(parts.port, shown, out.port);
+  if (out.problem.empty()) out.host = std::string(parts.host);
+  return out;
+}
+
+TcpAddress parse_listen_address(std::string_view address) {
+  constexpr std::string_view expect = " (expected HOST:PORT, such as 127.0.0.1:9464)";
+  const std::string shown = quote(address);
+  TcpAddress out;
+  const auto fail = [&](const std::string& problem) {
+    out.problem = problem;
+    return out;
+  };
+  if (address.find("://") != std::string_view::npos) {
+    return fail(shown + " has a scheme; write only HOST:PORT" + std::string(expect));
+  }
+  if (address.find('/') != std::string_view::npos) {
+    return fail(shown + " has a path; write only HOST:PORT (the path is always /metrics)");
+  }
+  const HostPort parts = split_host_port(address, shown, "");
+  if (!parts.problem.empty()) return fail(parts.problem);
+  if (parts.host.empty()) return fail(shown + " has no host" + std::string(expect));
+  if (parts.bracketed) {
+    if (canonical_ip(AF_INET6, parts.host).empty()) return fail(shown + " has an invalid IPv6 address " + quote(parts.host));
+  } else if (parts.host.find_first_not_of("0123456789.") == std::string_view::npos) {
+    if (canonical_ip(AF_INET, parts.host).empty()) return fail(shown + " has an invalid IPv4 address " + quote(parts.host));
+  } else if (!is_host_name(parts.host)) {
+    return fail(shown + " has an invalid host name " + quote(parts.host) +
+                " (letters, digits, '-', '_' and '.'; labels of 1..63 characters)");
+  }
+  if (parts.port.empty()) return fail(shown + " has no port" + std::string(expect));
+  out.problem = parse_port(parts.port, shown, out.port, "");
   if (out.problem.empty()) out.host = std::string(parts.host);
   return out;
 }

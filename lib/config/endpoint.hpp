@@ -24,6 +24,11 @@ struct TcpAddress {
 // (*, 0.0.0.0, [::]): a node's address is where its peers reach it.
 [[nodiscard]] TcpAddress parse_tcp_address(std::string_view address);
 
+// HOST:PORT where an HTTP server listens (the metrics endpoint): HOST is an
+// IPv4 literal, a host name or an [IPv6] literal, and may be a wildcard
+// (0.0.0.0, [::]) to listen on every interface. No scheme, no path.
+[[nodiscard]] TcpAddress parse_listen_address(std::string_view address);
+
 // 1..64 characters of A-Z a-z 0-9 _ . -
 [[nodiscard]] Problem check_node_name(std::string_view name);
 

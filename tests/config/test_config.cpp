@@ -584,7 +584,7 @@ BOOST_AUTO_TEST_CASE(unknown_key_names_it_and_lists_the_known_ones) {
   const std::string message = error_of(kRing + "timeout: 5\n");
   BOOST_TEST(starts_with(message, "ring.yaml: timeout: unknown key; did you mean 'timeout_ms'?"));
   BOOST_TEST(contains(message, "(known keys: nodes, self, ipc, local_ranks, timeout_ms, heartbeat_ms, "
-                               "chunk_bytes, max_message_bytes, log_level)"));
+                               "chunk_bytes, max_message_bytes, log_level, metrics)"));
   BOOST_TEST(contains(error_of(kRing + "Local_ranks: 2\n"), "did you mean 'local_ranks'?"));
   const std::string unrelated = error_of(kRing + "frobnicate: 1\n");
   BOOST_TEST(starts_with(unrelated, "ring.yaml: frobnicate: unknown key (known keys: nodes,"));

@@ -1,0 +1,356 @@
+#include "metrics.hpp"
+
+#include <cstdio>
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <zring/error.hpp>
+#include <zring/version.hpp>
+
+#include "log.hpp"
+
+namespace zring::daemon {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using boost::asio::ip::tcp;
+
+constexpr std::size_t kMaxSessions = 32;            // concurrent scrapers; more are turned away
+constexpr std::size_t kStatusBudget = 48 * 1024;    // the IPC reply must stay < 64 KiB
+constexpr auto kIdleTimeout = std::chrono::seconds(30);
+
+// All error kinds, so that every errors-by-kind series exists from the start
+// (a counter that appears only on its first increment breaks rate()).
+constexpr ErrorCode kErrorCodes[] = {
+    ErrorCode::invalid_argument, ErrorCode::size_mismatch,      ErrorCode::count_mismatch,
+    ErrorCode::missing_tensor,   ErrorCode::no_communicator,    ErrorCode::malformed_message,
+    ErrorCode::unsupported_version, ErrorCode::config_invalid,  ErrorCode::manifest_mismatch,
+    ErrorCode::timeout,          ErrorCode::peer_lost,          ErrorCode::connection_failed,
+    ErrorCode::aborted,          ErrorCode::resource_limit,     ErrorCode::internal};
+
+std::int64_t unix_seconds(DaemonStats::Time t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  return text;
+}
+
+// --- JSON ---------------------------------------------------------------------
+
+std::string json_string(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20) {
+      out += "\\u00";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// Error texts can name many tensors; the report keeps their start.
+std::string clip(const std::string& text, std::size_t limit = 2048) {
+  return text.size() <= limit ? text : text.substr(0, limit) + "...";
+}
+
+std::string json_members(const DaemonStats& stats, const RingConfig& config, std::size_t budget) {
+  std::string out = "[";
+  for (std::size_t n = 0; n < config.nodes.size(); ++n) {
+    const std::string state = n < stats.ring.peers.size() ? stats.ring.peers[n]
+                              : n == config.self_index    ? "self"
+                                                          : "unknown";
+    std::string member = "{\"name\":" + json_string(config.nodes[n].name) +
+                         ",\"address\":" + json_string(config.nodes[n].address) +
+                         ",\"first_rank\":" + std::to_string(n * config.local_ranks) +
+                         ",\"state\":" + json_string(state) + "}";
+    if (out.size() + member.size() > budget) return out + "],\"members_cut\":true";
+    out += (n == 0 ? "" : ",") + member;
+  }
+  return out + "],\"members_cut\":false";
+}
+
+std::string json_methods(const DaemonStats& stats, std::size_t budget) {
+  std::string out = "{";
+  for (const auto& [name, m] : stats.methods) {
+    std::string entry = json_string(name) + ":{\"ops\":" + std::to_string(m.ops) +
+                        ",\"failed\":" + std::to_string(m.failed) +
+                        ",\"raw_bytes\":" + std::to_string(m.raw_bytes) +
+                        ",\"wire_bytes_sent\":" + std::to_string(m.wire_bytes_sent) +
+                        ",\"wire_bytes_received\":" + std::to_string(m.wire_bytes_received) + "}";
+    if (out.size() + entry.size() > budget) return out + "},\"methods_cut\":true";
+    out += (out.size() == 1 ? "" : ",") + entry;
+  }
+  return out + "},\"methods_cut\":false";
+}
+
+// --- Prometheus text ------------------------------------------------------------
+
+std::string label(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+struct Exposition {
+  std::string text;
+  void family(const char* name, const char* type, const char* help) {
+    text += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void sample(const std::string& name, const std::string& labels, const std::string& value) {
+    text += name + (labels.empty() ? "" : "{" + labels + "}") + " " + value + "\n";
+  }
+};
+
+void ring_families(Exposition& e, const DaemonStats& stats, const RingConfig& config) {
+  const RingState& ring = stats.ring;
+  e.family("zring_ring_up", "gauge", "1 while this node's ring is formed and every member reachable.");
+  e.sample("zring_ring_up", "", ring.up ? "1" : "0");
+  e.family("zring_peer_up", "gauge",
+           "1 while the member is known to be reachable (the ring is up); this node counts as up.");
+  for (std::size_t n = 0; n < config.nodes.size(); ++n) {
+    const bool up = n == config.self_index || (n < ring.peers.size() && ring.peers[n] == "up");
+    e.sample("zring_peer_up", "peer=" + label(config.nodes[n].name) + ",address=" + label(config.nodes[n].address),
+             up ? "1" : "0");
+  }
+  e.family("zring_ring_formations_total", "counter", "Ring generations this node adopted.");
+  e.sample("zring_ring_formations_total", "", std::to_string(ring.formations));
+  e.family("zring_ring_messages_dropped_total", "counter",
+           "Ring messages thrown away: stale, stray, oversized or malformed.");
+  e.sample("zring_ring_messages_dropped_total", "", std::to_string(ring.dropped));
+  e.family("zring_ring_messages_malformed_total", "counter", "Ring messages that did not decode.");
+  e.sample("zring_ring_messages_malformed_total", "", std::to_string(ring.malformed));
+  e.family("zring_ring_idle_bytes_total", "counter",
+           "Bytes on the ring between ops (heartbeats, membership), by direction.");
+  e.sample("zring_ring_idle_bytes_total", "direction=\"sent\"", std::to_string(stats.idle_bytes_sent));
+  e.sample("zring_ring_idle_bytes_total", "direction=\"received\"", std::to_string(stats.idle_bytes_received));
+}
+
+void op_families(Exposition& e, const DaemonStats& stats) {
+  e.family("zring_ops_total", "counter", "All-reduce ops this node finished, by method and result.");
+  for (const auto& [method, m] : stats.methods) {
+    e.sample("zring_ops_total", "method=" + label(method) + ",result=\"ok\"", std::to_string(m.ops));
+    e.sample("zring_ops_total", "method=" + label(method) + ",result=\"error\"", std::to_string(m.failed));
+  }
+  e.family("zring_op_errors_total", "counter", "Failed ops by error kind (see docs/errors.md).");
+  for (const ErrorCode code : kErrorCodes) {
+    const auto it = stats.errors.find(to_string(code));
+    e.sample("zring_op_errors_total", std::string("kind=\"") + to_string(code) + "\"",
+             std::to_string(it == stats.errors.end() ? 0 : it->second));
+  }
+  e.family("zring_op_duration_seconds", "histogram",
+           "Time from an op's last local submission to its result, successful ops.");
+  std::uint64_t cumulative = 0;
+  const auto& d = stats.durations;
+  for (std::size_t b = 0; b < d.bounds.size(); ++b) {
+    cumulative += d.counts[b];
+    e.sample("zring_op_duration_seconds_bucket", "le=\"" + number(d.bounds[b]) + "\"", std::to_string(cumulative));
+  }
+  e.sample("zring_op_duration_seconds_bucket", "le=\"+Inf\"", std::to_string(d.count));
+  e.sample("zring_op_duration_seconds_sum", "", number(d.sum));
+  e.sample("zring_op_duration_seconds_count", "", std::to_string(d.count));
+  e.family("zring_raw_bytes_total", "counter",
+           "Bytes a dense float32 ring would have moved for the same ops, by method and direction.");
+  for (const auto& [method, m] : stats.methods)
+    for (const char* direction : {"sent", "received"})
+      e.sample("zring_raw_bytes_total", "method=" + label(method) + ",direction=\"" + direction + "\"",
+               std::to_string(m.raw_bytes));
+  e.family("zring_wire_bytes_total", "counter",
+           "Bytes this node put on (sent) and took off (received) the ring during ops, by method.");
+  for (const auto& [method, m] : stats.methods) {
+    e.sample("zring_wire_bytes_total", "method=" + label(method) + ",direction=\"sent\"",
+             std::to_string(m.wire_bytes_sent));
+    e.sample("zring_wire_bytes_total", "method=" + label(method) + ",direction=\"received\"",
+             std::to_string(m.wire_bytes_received));
+  }
+}
+
+}  // namespace
+
+std::string render_status_json(const DaemonStats& stats, const RingConfig& config) {
+  const auto now = std::chrono::system_clock::now();
+  const RingState& ring = stats.ring;
+  std::string out = "{\"node\":" + json_string(config.self) + ",\"version\":" + json_string(version()) +
+                    ",\"ring_up\":" + (ring.up ? "true" : "false") +
+                    ",\"generation\":" + std::to_string(ring.generation) +
+                    ",\"ops_done\":" + std::to_string(stats.ops_done) +
+                    ",\"ops_failed\":" + std::to_string(stats.ops_failed) +
+                    ",\"dropped\":" + std::to_string(ring.dropped) +
+                    ",\"malformed\":" + std::to_string(ring.malformed) +
+                    ",\"formations\":" + std::to_string(ring.formations) +
+                    ",\"ring_reason\":" + json_string(clip(ring.reason)) +
+                    ",\"ring_since\":" + std::to_string(unix_seconds(stats.ring_since)) +
+                    ",\"started\":" + std::to_string(unix_seconds(stats.started)) +
+                    ",\"now\":" + std::to_string(unix_seconds(now)) +
+                    ",\"world_size\":" + std::to_string(config.world_size()) +
+                    ",\"local_ranks\":" + std::to_string(config.local_ranks) +
+                    ",\"first_rank\":" + std::to_string(config.self_index * config.local_ranks) +
+                    ",\"last_error\":" + json_string(clip(stats.last_error)) +
+                    ",\"last_error_at\":" + std::to_string(stats.last_error.empty() ? 0 : unix_seconds(stats.last_error_at)) +
+                    ",\"idle_bytes_sent\":" + std::to_string(stats.idle_bytes_sent) +
+                    ",\"idle_bytes_received\":" + std::to_string(stats.idle_bytes_received) +
+                    ",\"metrics\":" + json_string(config.metrics ? config.metrics->listen : "") + ",\"errors\":{";
+  bool first = true;
+  for (const auto& [kind, count] : stats.errors) {
+    out += (first ? "" : ",") + json_string(kind) + ":" + std::to_string(count);
+    first = false;
+  }
+  out += "},\"methods\":" + json_methods(stats, kStatusBudget / 3);
+  out += ",\"members\":" + json_members(stats, config, kStatusBudget - std::min(out.size(), kStatusBudget / 2));
+  return out + "}";
+}
+
+std::string render_prometheus(const DaemonStats& stats, const RingConfig& config) {
+  Exposition e;
+  e.family("zring_info", "gauge", "zringd's version and node name (always 1).");
+  e.sample("zring_info", "node=" + label(config.self) + ",version=" + label(version()), "1");
+  e.family("zring_start_time_seconds", "gauge", "When zringd started, in seconds since the epoch.");
+  e.sample("zring_start_time_seconds", "", std::to_string(unix_seconds(stats.started)));
+  ring_families(e, stats, config);
+  op_families(e, stats);
+  return std::move(e.text);
+}
+
+// --- the HTTP server -------------------------------------------------------------
+
+// One connection: read a request, answer it, repeat while the client keeps
+// the connection alive; any error, an oversized request or 30 s idle closes it.
+class MetricsServer::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, MetricsServer::Render render)
+      : stream_(std::move(socket)), render_(std::move(render)) {}
+
+  void read() {
+    parser_.emplace();
+    parser_->header_limit(8 * 1024);
+    parser_->body_limit(4 * 1024);
+    stream_.expires_after(kIdleTimeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       if (ec) return self->close();
+                       self->answer(self->parser_->get());
+                     });
+  }
+
+  void close() noexcept {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+ private:
+  void answer(const http::request<http::string_body>& request) {
+    response_ = {};
+    response_.version(request.version());
+    response_.keep_alive(request.keep_alive());
+    response_.set(http::field::server, std::string("zringd/") + version());
+    const std::string_view target(request.target().data(), request.target().size());
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (request.method() != http::verb::get) {
+      response_.result(http::status::method_not_allowed);
+      response_.set(http::field::allow, "GET");
+      response_.body() = "only GET\n";
+    } else if (path == "/metrics") {
+      response_.result(http::status::ok);
+      response_.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+      response_.body() = render_();
+    } else {
+      response_.result(http::status::not_found);
+      response_.body() = "zringd serves Prometheus metrics at /metrics\n";
+    }
+    if (response_.result() != http::status::ok) response_.set(http::field::content_type, "text/plain");
+    response_.prepare_payload();
+    http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec || !self->response_.keep_alive()) return self->close();
+      self->read();
+    });
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> response_;
+  MetricsServer::Render render_;
+};
+
+MetricsServer::MetricsServer(boost::asio::io_context& io, MetricsConfig config, Render render)
+    : io_(io), config_(std::move(config)), render_(std::move(render)), acceptor_(io) {}
+
+MetricsServer::~MetricsServer() { stop(); }
+
+void MetricsServer::start() {
+  const auto fail = [&](const std::string& why) {
+    throw Error(ErrorCode::connection_failed,
+                "cannot serve metrics on " + config_.listen + ": " + why + " (metrics.listen in the configuration)");
+  };
+  boost::system::error_code ec;
+  tcp::endpoint endpoint;
+  const auto address = boost::asio::ip::make_address(config_.host, ec);
+  if (!ec) {
+    endpoint = tcp::endpoint(address, config_.port);
+  } else {
+    // A host name: its first address (no AI_ADDRCONFIG, which needs netlink).
+    tcp::resolver resolver(io_);
+    const auto results = resolver.resolve(config_.host, std::to_string(config_.port),
+                                          tcp::resolver::flags::numeric_service, ec);
+    if (ec || results.empty()) fail("cannot resolve " + config_.host + ": " + ec.message());
+    endpoint = results.begin()->endpoint();
+  }
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(boost::asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    acceptor_.close();
+    fail(ec.message());
+  }
+  port_ = acceptor_.local_endpoint().port();
+  accept();
+}
+
+void MetricsServer::stop() noexcept {
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  for (const auto& weak : sessions_)
+    if (const auto session = weak.lock()) session->close();
+  sessions_.clear();
+}
+
+void MetricsServer::accept() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
+    if (ec == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) {
+      std::erase_if(sessions_, [](const std::weak_ptr<Session>& s) { return s.expired(); });
+      if (sessions_.size() >= kMaxSessions) {
+        log_warn("metrics: turned a connection away (" + std::to_string(kMaxSessions) + " already open)");
+      } else {
+        auto session = std::make_shared<Session>(std::move(socket), render_);
+        sessions_.push_back(session);
+        session->read();
+      }
+    }
+    accept();
+  });
+}
+
+}  // namespace zring::daemon

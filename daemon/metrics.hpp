@@ -1,0 +1,67 @@
+// metrics.hpp - the daemon's numbers for people and for Prometheus (daemon-internal).
+//
+// DaemonStats (kept by the IPC server on the io thread) is shown two ways:
+// as the JSON that `zringctl status` asks for over IPC, and as Prometheus
+// text on an optional HTTP endpoint (`metrics: {listen: HOST:PORT}`):
+//
+//   curl http://127.0.0.1:9464/metrics
+//
+// The HTTP server runs on the daemon's io_context, so rendering reads the
+// stats on the thread that changes them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <zring/config.hpp>
+
+#include "ipc_server.hpp"
+
+namespace zring::daemon {
+
+// The status report, one JSON object, well under 64 KiB (long member and
+// method lists are cut short and say so).
+[[nodiscard]] std::string render_status_json(const DaemonStats& stats, const RingConfig& config);
+
+// The Prometheus text exposition format, version 0.0.4.
+[[nodiscard]] std::string render_prometheus(const DaemonStats& stats, const RingConfig& config);
+
+// GET /metrics over HTTP/1.1 (Boost.Beast). Every other path is 404, every
+// other method 405; requests are small, connections few and idle ones closed.
+class MetricsServer {
+ public:
+  using Render = std::function<std::string()>;
+
+  MetricsServer(boost::asio::io_context& io, MetricsConfig config, Render render);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  // Resolves and binds config.listen, then accepts. Throws zring::Error
+  // (connection_failed) naming the address when it cannot.
+  void start();
+  // Stops accepting and closes every connection. Idempotent.
+  void stop() noexcept;
+  // The port bound.
+  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+
+  class Session;
+
+ private:
+  void accept();
+
+  boost::asio::io_context& io_;
+  MetricsConfig config_;
+  Render render_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::vector<std::weak_ptr<Session>> sessions_;
+  std::uint16_t port_ = 0;
+};
+
+}  // namespace zring::daemon
