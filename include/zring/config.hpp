@@ -19,7 +19,25 @@ struct NodeConfig {
   std::uint16_t port = 0;
   std::string ipc;      // this node's own ipc:// endpoint, overriding the top-level
                         // `ipc` (several daemons on one host); empty if not set
+  std::string public_key;       // CurveZMQ public key, Z85 (40 characters); empty
+                                // when the ring runs without CurveZMQ
+  std::string secret_key_file;  // this node's own secret key file, overriding
+                                // curve.secret_key_file; empty if not set
 };
+
+// CurveZMQ on the ring (`curve:` and the nodes' `public_key`): every ring
+// socket encrypts, and a node accepts connections only from the ring's keys.
+struct CurveConfig {
+  std::string secret_key_file;  // this node's secret key file (absolute path)
+  std::string secret_key;       // the key read from it, Z85 (40 characters); empty
+                                // when the config was read with SecretKey::skip
+};
+
+// Whether reading a config also reads this node's secret key file. zringd
+// and `check-config` read it (and check it); a tool that only needs the ipc
+// endpoint (`zringctl status`) skips it, so users who may not read the key
+// can still use it.
+enum class SecretKey { read, skip };
 
 // The optional Prometheus endpoint (`metrics: {listen: HOST:PORT}`).
 struct MetricsConfig {
@@ -43,6 +61,7 @@ struct RingConfig {
   std::size_t max_message_bytes = 256u << 20;  // ZMQ_MAXMSGSIZE on ring and IPC sockets
   std::string log_level = "info";              // error | warn | info | debug
   std::optional<MetricsConfig> metrics;        // HTTP /metrics; none unless configured
+  std::optional<CurveConfig> curve;            // none unless the nodes have public keys
   std::string source;               // where the config came from (for messages)
 
   [[nodiscard]] std::size_t world_size() const noexcept { return nodes.size() * local_ranks; }
@@ -55,10 +74,12 @@ struct RingConfig {
 // and the problem, for example:
 //   "zring.yaml: nodes[2].address: 'tcp://10.0.0.3' has no port (expected tcp://HOST:PORT)"
 RingConfig parse_config(std::string_view yaml_text, std::string_view source,
-                        const std::optional<std::string>& node = std::nullopt);
+                        const std::optional<std::string>& node = std::nullopt,
+                        SecretKey secret = SecretKey::read);
 
 // Reads path and parses it as above.
 RingConfig load_config(const std::string& path,
-                       const std::optional<std::string>& node = std::nullopt);
+                       const std::optional<std::string>& node = std::nullopt,
+                       SecretKey secret = SecretKey::read);
 
 }  // namespace zring

@@ -10,6 +10,7 @@
 #include <zring/error.hpp>
 
 #include "config/endpoint.hpp"
+#include "config/keys.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -60,11 +61,12 @@ constexpr Range kMaxMessageBytes{kChunkBytes.min + kHeaderRoom, 4 * GiB, true};
 // A ring file is a few kilobytes; anything much larger is the wrong file.
 constexpr std::size_t kMaxFileBytes = 1 * MiB;
 
-constexpr std::array<std::string_view, 10> kTopKeys{
+constexpr std::array<std::string_view, 11> kTopKeys{
     "nodes",       "self",        "ipc",               "local_ranks", "timeout_ms",
-    "heartbeat_ms", "chunk_bytes", "max_message_bytes", "log_level",  "metrics"};
-constexpr std::array<std::string_view, 3> kNodeKeys{"name", "address", "ipc"};
+    "heartbeat_ms", "chunk_bytes", "max_message_bytes", "log_level",  "metrics", "curve"};
+constexpr std::array<std::string_view, 5> kNodeKeys{"name", "address", "ipc", "public_key", "secret_key_file"};
 constexpr std::array<std::string_view, 1> kMetricsKeys{"listen"};
+constexpr std::array<std::string_view, 1> kCurveKeys{"secret_key_file"};
 constexpr std::array<std::string_view, 4> kLogLevels{"error", "warn", "info", "debug"};
 
 // ---------------------------------------------------------------- messages --
@@ -238,6 +240,10 @@ void read_address(NodeConfig& node, const Where& where) {
 
 // ------------------------------------------------------------------ nodes --
 
+void check_key_path(const std::string& path, const Where& where) {
+  if (path.empty() || path.front() != '/') where.fail(quote(path) + " is not an absolute path (expected /PATH/TO/NODE.key)");
+}
+
 NodeConfig read_node(const YAML::Node& entry, const Where& where) {
   if (!entry.IsMap()) where.fail("expected a map like {name: a, address: tcp://HOST:PORT}, got " + kind_of(entry));
   check_keys(entry, where, kNodeKeys);
@@ -249,6 +255,15 @@ NodeConfig read_node(const YAML::Node& entry, const Where& where) {
   if (auto ipc = read_string(entry, "ipc", where)) {
     check(config::check_ipc_endpoint(*ipc), where.key("ipc"));
     node.ipc = *std::move(ipc);
+  }
+  if (auto key = read_string(entry, "public_key", where)) {
+    const config::Problem problem = config::check_z85_key(*key);
+    if (!problem.empty()) where.key("public_key").fail(quote(*key) + " " + problem);
+    node.public_key = *std::move(key);
+  }
+  if (auto file = read_string(entry, "secret_key_file", where)) {
+    check_key_path(*file, where.key("secret_key_file"));
+    node.secret_key_file = *std::move(file);
   }
   return node;
 }
@@ -381,6 +396,60 @@ std::optional<MetricsConfig> read_metrics(const YAML::Node& root, const Where& t
   return metrics;
 }
 
+// ------------------------------------------------------------------ curve --
+
+// CurveZMQ is on when any node has a public key or `curve` is set; then every
+// node needs its own key, and this node its secret key file, which must hold
+// the secret key of its public key.
+std::optional<CurveConfig> read_curve(const YAML::Node& root, const Where& top, const RingConfig& ring,
+                                      SecretKey secret) {
+  const Where where = top.key("curve");
+  const auto map = value_of(root, "curve", where);
+  std::optional<std::string> shared_file;
+  if (map) {
+    if (!map->IsMap()) where.fail("expected a map like {secret_key_file: /etc/zring/keys/NODE.key}, got " + kind_of(*map));
+    check_keys(*map, where, kCurveKeys);
+    shared_file = read_string(*map, "secret_key_file", where);
+    if (shared_file) check_key_path(*shared_file, where.key("secret_key_file"));
+  }
+  const auto& nodes = ring.nodes;
+  const auto keyed = std::find_if(nodes.begin(), nodes.end(), [](const NodeConfig& n) { return !n.public_key.empty(); });
+  const auto filed = std::find_if(nodes.begin(), nodes.end(), [](const NodeConfig& n) { return !n.secret_key_file.empty(); });
+  if (!map && keyed == nodes.end() && filed == nodes.end()) return std::nullopt;
+  std::string why = "curve is set";
+  if (keyed != nodes.end()) why = "nodes[" + std::to_string(keyed - nodes.begin()) + "] has one";
+  else if (filed != nodes.end()) why = "nodes[" + std::to_string(filed - nodes.begin()) + "].secret_key_file is set";
+  std::map<std::string, std::size_t, std::less<>> owner;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const Where at = top.key("nodes").index(i).key("public_key");
+    if (nodes[i].public_key.empty())
+      at.fail("missing; " + why + ", so the ring uses CurveZMQ and every node needs its public key "
+              "(zringctl keygen makes a key pair; remove every key and curve to run without CurveZMQ)");
+    if (const auto [other, inserted] = owner.emplace(nodes[i].public_key, i); !inserted)
+      at.fail("the same key as nodes[" + std::to_string(other->second) +
+              "].public_key; every node needs its own key pair (zringctl keygen)");
+  }
+  const NodeConfig& self = ring.self_node();
+  const Where file_key = self.secret_key_file.empty() ? where.key("secret_key_file")
+                                                      : top.key("nodes").index(ring.self_index).key("secret_key_file");
+  CurveConfig curve;
+  curve.secret_key_file = self.secret_key_file.empty() ? shared_file.value_or("") : self.secret_key_file;
+  if (curve.secret_key_file.empty())
+    file_key.fail("missing; the ring uses CurveZMQ, so node " + quote(self.name) +
+                  " needs its secret key file (set curve.secret_key_file, or nodes[" +
+                  std::to_string(ring.self_index) + "].secret_key_file)");
+  if (secret == SecretKey::skip) return curve;
+  const config::SecretKeyFile file = config::read_secret_key_file(curve.secret_key_file);
+  check(file.problem, file_key);
+  const std::string public_key = config::public_key_of(file.secret_key);
+  if (public_key != self.public_key)
+    file_key.fail(quote(curve.secret_key_file) + " holds the secret key of public key " + quote(public_key) +
+                  ", not of node " + quote(self.name) + "'s public_key " + quote(self.public_key) +
+                  " (nodes[" + std::to_string(ring.self_index) + "]): a key file of another node?");
+  curve.secret_key = file.secret_key;
+  return curve;
+}
+
 // -------------------------------------------------------------- documents --
 
 std::string position(const YAML::Mark& mark) {
@@ -469,7 +538,8 @@ YAML::Node load_document(std::string_view text, const Where& top) {
   return document;
 }
 
-RingConfig build_config(const YAML::Node& root, const Where& top, const std::optional<std::string>& node) {
+RingConfig build_config(const YAML::Node& root, const Where& top, const std::optional<std::string>& node,
+                        SecretKey secret) {
   check_keys(root, top, kTopKeys);
   RingConfig ring;
   ring.source = std::string(top.source);
@@ -484,6 +554,7 @@ RingConfig build_config(const YAML::Node& root, const Where& top, const std::opt
   ring.ipc = own_ipc.empty() ? *shared_ipc : own_ipc;
   read_settings(root, top, ring);
   ring.metrics = read_metrics(root, top);
+  ring.curve = read_curve(root, top, ring, secret);
   return ring;
 }
 
@@ -527,11 +598,12 @@ std::string read_text_file(const std::string& path) {
 
 }  // namespace
 
-RingConfig parse_config(std::string_view yaml_text, std::string_view source, const std::optional<std::string>& node) {
+RingConfig parse_config(std::string_view yaml_text, std::string_view source, const std::optional<std::string>& node,
+                        SecretKey secret) {
   const std::string name = source.empty() ? std::string("<config>") : std::string(source);
   const Where top{name, ""};
   try {
-    return build_config(load_document(yaml_text, top), top, node);
+    return build_config(load_document(yaml_text, top), top, node, secret);
   } catch (const YAML::Exception& e) {
     // The checks above look at node types before reading, so this is a
     // safety net: any yaml-cpp failure is still a config error, not a crash.
@@ -539,8 +611,8 @@ RingConfig parse_config(std::string_view yaml_text, std::string_view source, con
   }
 }
 
-RingConfig load_config(const std::string& path, const std::optional<std::string>& node) {
-  return parse_config(read_text_file(path), path, node);
+RingConfig load_config(const std::string& path, const std::optional<std::string>& node, SecretKey secret) {
+  return parse_config(read_text_file(path), path, node, secret);
 }
 
 }  // namespace zring

@@ -110,6 +110,7 @@ const std::map<std::string, Example> kExamples{
     {"local-3.yaml", {{"a", "b", "c"}, std::nullopt}},
     {"local-4.yaml", {{"a", "b", "c", "d"}, std::nullopt}},
     {"two-host.yaml", {{"gpu-1", "gpu-2"}, "gpu-1"}},
+    {"two-host-curve.yaml", {{"gpu-1", "gpu-2"}, "gpu-1"}},
 };
 
 const fs::path kConfigs = fs::path(ZRING_SOURCE_DIR) / "configs";
@@ -131,7 +132,8 @@ BOOST_AUTO_TEST_CASE(every_example_parses_with_each_node_as_self) {
       const std::string path = (kConfigs / file).string();
       std::set<std::string> ipc_endpoints;
       for (std::size_t i = 0; i < example.nodes.size(); ++i) {
-        const RingConfig config = zring::load_config(path, example.nodes[i]);
+        // The secret key files an example names exist on its nodes, not here.
+        const RingConfig config = zring::load_config(path, example.nodes[i], zring::SecretKey::skip);
         BOOST_TEST(config.self == example.nodes[i]);
         BOOST_TEST(config.self_index == i);
         BOOST_TEST(config.self_node().name == example.nodes[i]);
@@ -143,7 +145,7 @@ BOOST_AUTO_TEST_CASE(every_example_parses_with_each_node_as_self) {
         ipc_endpoints.insert(config.ipc);
       }
       // Nodes sharing a host (all of them, in the local rings) need their own sockets.
-      const RingConfig any = zring::load_config(path, example.nodes[0]);
+      const RingConfig any = zring::load_config(path, example.nodes[0], zring::SecretKey::skip);
       const bool one_host = std::all_of(any.nodes.begin(), any.nodes.end(),
                                         [&](const zring::NodeConfig& n) { return n.host == any.nodes[0].host; });
       if (one_host) BOOST_TEST(ipc_endpoints.size() == example.nodes.size());
@@ -156,7 +158,7 @@ BOOST_AUTO_TEST_CASE(examples_without_node_use_their_self_or_ask_for_it) {
     BOOST_TEST_CONTEXT(file) {
       const std::string path = (kConfigs / file).string();
       if (example.self) {
-        BOOST_TEST(zring::load_config(path).self == *example.self);
+        BOOST_TEST(zring::load_config(path, std::nullopt, zring::SecretKey::skip).self == *example.self);
       } else {
         BOOST_TEST(load_error(path) == path + ": self: missing (set it in the file or pass --node NAME)");
       }
@@ -171,6 +173,21 @@ BOOST_AUTO_TEST_CASE(local_3_is_three_loopback_ports) {
     BOOST_TEST(config.nodes[i].host == "127.0.0.1");
     BOOST_TEST(config.nodes[i].port == 7101 + i);
   }
+}
+
+BOOST_AUTO_TEST_CASE(two_host_curve_names_a_key_per_node) {
+  const std::string path = (kConfigs / "two-host-curve.yaml").string();
+  for (const std::string node : {"gpu-1", "gpu-2"}) {
+    const RingConfig config = zring::load_config(path, node, zring::SecretKey::skip);
+    BOOST_TEST_REQUIRE(config.curve.has_value());
+    BOOST_TEST(config.curve->secret_key_file == "/etc/zring/keys/" + node + ".key");
+    BOOST_TEST(config.curve->secret_key.empty());
+    BOOST_TEST(config.nodes[0].public_key.size() == 40u);
+    BOOST_TEST(config.nodes[1].public_key.size() == 40u);
+  }
+  // Read for real, the key file must be there.
+  BOOST_TEST(contains(load_error(path), path + ": nodes[0].secret_key_file: '/etc/zring/keys/gpu-1.key': cannot open"));
+  BOOST_TEST(!zring::load_config((kConfigs / "two-host.yaml").string()).curve.has_value());
 }
 
 BOOST_AUTO_TEST_CASE(default_file_is_a_single_node_ring) {
@@ -375,7 +392,7 @@ BOOST_AUTO_TEST_CASE(wrong_shapes) {
 BOOST_AUTO_TEST_CASE(unknown_node_key) {
   const std::string message = error_of(ring_of("  - {name: a, adress: tcp://h1:1}\n"));
   BOOST_TEST(starts_with(message, "ring.yaml: nodes[0].adress: unknown key; did you mean 'address'?"));
-  BOOST_TEST(contains(message, "(known keys: name, address, ipc)"));
+  BOOST_TEST(contains(message, "(known keys: name, address, ipc, public_key, secret_key_file)"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -584,7 +601,7 @@ BOOST_AUTO_TEST_CASE(unknown_key_names_it_and_lists_the_known_ones) {
   const std::string message = error_of(kRing + "timeout: 5\n");
   BOOST_TEST(starts_with(message, "ring.yaml: timeout: unknown key; did you mean 'timeout_ms'?"));
   BOOST_TEST(contains(message, "(known keys: nodes, self, ipc, local_ranks, timeout_ms, heartbeat_ms, "
-                               "chunk_bytes, max_message_bytes, log_level, metrics)"));
+                               "chunk_bytes, max_message_bytes, log_level, metrics, curve)"));
   BOOST_TEST(contains(error_of(kRing + "Local_ranks: 2\n"), "did you mean 'local_ranks'?"));
   const std::string unrelated = error_of(kRing + "frobnicate: 1\n");
   BOOST_TEST(starts_with(unrelated, "ring.yaml: frobnicate: unknown key (known keys: nodes,"));
