@@ -2,12 +2,19 @@
 //
 //   zringctl status [--config FILE | --endpoint ipc://...] [--node NAME] [--json]
 //   zringctl check-config FILE [--node NAME]
+//   zringctl keygen [--out PREFIX] [--node NAME]
 //
 // status asks the node's zringd over its IPC socket (the daemon answers with
 // one JSON object, built in daemon/metrics.cpp) and prints it as tables, or
-// as it came with --json.
+// as it came with --json. keygen makes a CurveZMQ key pair for a node.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <optional>
@@ -22,6 +29,7 @@
 #include <zring/zring.hpp>
 
 #include "client/status.hpp"
+#include "config/keys.hpp"
 
 namespace {
 
@@ -36,14 +44,18 @@ bool flag(const ptree& tree, const std::string& key) { return tree.get<std::stri
 const char* kUsage =
     "usage: zringctl status [--config FILE | --endpoint ipc://PATH] [--node NAME] [--json]\n"
     "       zringctl check-config FILE [--node NAME]\n"
+    "       zringctl keygen [--out PREFIX] [--node NAME]\n"
     "\n"
     "status        ask this node's zringd how the ring and its ops are doing\n"
     "              (FILE defaults to /etc/zring/zring.yaml; its ipc endpoint is used)\n"
-    "check-config  validate a ring file and print the ring\n";
+    "check-config  validate a ring file (and this node's secret key file) and print the ring\n"
+    "keygen        make a CurveZMQ key pair: with --out, write the secret key to PREFIX.key\n"
+    "              (mode 0600) and the public key to PREFIX.pub; print the public key\n"
+    "              as a line for the node's entry in the ring file (NAME labels the files)\n";
 
 struct Args {
   std::string command;
-  std::optional<std::string> config, endpoint, node, file;
+  std::optional<std::string> config, endpoint, node, file, out;
   bool json = false;
 };
 
@@ -62,6 +74,7 @@ Args parse(int argc, char** argv) {
     else if (arg == "--endpoint") a.endpoint = value();
     else if (arg == "--node") a.node = value();
     else if (arg == "--json") a.json = true;
+    else if (arg == "--out") a.out = value();
     else if (!a.file && arg.rfind("--", 0) != 0) a.file = arg;
     else throw zring::Error(zring::ErrorCode::invalid_argument, "unknown argument " + arg);
   }
@@ -195,8 +208,9 @@ void print_status(const ptree& report) {
 int status(const Args& a) {
   std::string endpoint = a.endpoint.value_or("");
   if (endpoint.empty()) {
+    // Only the ipc endpoint is needed: users who may not read the secret key can ask too.
     const zring::RingConfig config =
-        zring::load_config(a.config.value_or("/etc/zring/zring.yaml"), a.node);
+        zring::load_config(a.config.value_or("/etc/zring/zring.yaml"), a.node, zring::SecretKey::skip);
     endpoint = config.ipc;
   }
   std::string report;
@@ -234,6 +248,63 @@ int check_config(const Args& a) {
               << (i == c.self_index ? "   <- self" : "") << "\n";
   std::cout << "  ipc " << c.ipc << (c.metrics ? ", metrics on http://" + c.metrics->listen + "/metrics" : "")
             << ", log level " << c.log_level << "\n";
+  if (c.curve)
+    std::cout << "  CurveZMQ on: " << c.nodes.size() << " public keys, this node's secret key in "
+              << c.curve->secret_key_file << " (matches its public key)\n";
+  else
+    std::cout << "  CurveZMQ off: the ring port accepts any connection\n";
+  return 0;
+}
+
+// Creates path with mode `mode` and writes text; never replaces a file.
+void write_new_file(const std::string& path, const std::string& text, mode_t mode) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0) {
+    const int error = errno;
+    throw zring::Error(zring::ErrorCode::invalid_argument,
+                       "cannot create " + path + ": " + std::strerror(error) +
+                           (error == EEXIST ? " (keygen never replaces a key file; remove it or choose another --out)"
+                                            : ""));
+  }
+  bool ok = ::fchmod(fd, mode) == 0;  // the umask may have taken bits away; never adds any
+  std::size_t done = 0;
+  while (ok && done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<std::size_t>(n);
+  }
+  const int error = errno;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) {
+    ::unlink(path.c_str());
+    throw zring::Error(zring::ErrorCode::internal, "cannot write " + path + ": " + std::strerror(error));
+  }
+}
+
+int keygen(const Args& a) {
+  if (a.file) throw zring::Error(zring::ErrorCode::invalid_argument, "keygen takes no FILE (use --out PREFIX)");
+  const zring::config::KeyPair keys = zring::config::generate_key_pair();
+  const std::string label = a.node ? "node '" + *a.node + "'" : std::string();
+  if (!a.out) {
+    std::cout << "# a CurveZMQ key pair" << (label.empty() ? "" : " for " + label)
+              << "; put the secret key alone in a file of mode 0600 (or use --out PREFIX)\n"
+              << "public_key: '" << keys.public_key << "'\n"
+              << "secret_key: '" << keys.secret_key << "'\n";
+    return 0;
+  }
+  const std::string secret_path = *a.out + ".key";
+  const std::string public_path = *a.out + ".pub";
+  write_new_file(secret_path, zring::config::secret_key_file_text(keys, label), 0600);
+  try {
+    write_new_file(public_path, keys.public_key + "\n", 0644);
+  } catch (...) {
+    ::unlink(secret_path.c_str());
+    throw;
+  }
+  std::cerr << "zringctl: wrote the secret key to " << secret_path << " (mode 0600) and the public key to "
+            << public_path << "\n";
+  std::cout << "public_key: '" << keys.public_key << "'\n";
   return 0;
 }
 
@@ -244,6 +315,7 @@ int main(int argc, char** argv) {
     const Args a = parse(argc, argv);
     if (a.command == "status") return status(a);
     if (a.command == "check-config") return check_config(a);
+    if (a.command == "keygen") return keygen(a);
     if (a.command == "--help" || a.command == "-h" || a.command == "help") {
       std::cout << kUsage;
       return 0;
