@@ -81,7 +81,8 @@ std::string needs_restart(const RingConfig& running, const RingConfig& fresh) {
     if (running.nodes.size() != fresh.nodes.size()) return false;
     for (std::size_t n = 0; n < running.nodes.size(); ++n) {
       const NodeConfig &a = running.nodes[n], &b = fresh.nodes[n];
-      if (a.name != b.name || a.address != b.address || a.ipc != b.ipc) return false;
+      if (a.name != b.name || a.address != b.address || a.ipc != b.ipc || a.public_key != b.public_key)
+        return false;
     }
     return true;
   };
@@ -99,6 +100,8 @@ std::string needs_restart(const RingConfig& running, const RingConfig& fresh) {
   add(running.chunk_bytes != fresh.chunk_bytes, "chunk_bytes");
   add(running.max_message_bytes != fresh.max_message_bytes, "max_message_bytes");
   add(listen(running) != listen(fresh), "metrics");
+  const auto secret = [](const RingConfig& c) { return c.curve ? c.curve->secret_key : std::string(); };
+  add(running.curve.has_value() != fresh.curve.has_value() || secret(running) != secret(fresh), "curve");
   return keys;
 }
 

@@ -408,6 +408,18 @@ void IpcServer::on_ring_state(const RingState& state) {
   if (!state.up && stats_.ring.up) log_warn("ring down: " + state.reason);
   if (state.dropped > stats_.ring.dropped)
     log_debug(std::to_string(state.dropped - stats_.ring.dropped) + " ring messages dropped");
+  // Refused connections are worth a warning, but a stranger retrying must
+  // not flood the log: the first one, then at most one line a minute.
+  const std::uint64_t refused = state.auth_rejected + state.handshakes_failed;
+  if (refused > stats_.ring.auth_rejected + stats_.ring.handshakes_failed) {
+    const auto now = Clock::now();
+    if (!refusal_logged_ || now - *refusal_logged_ >= std::chrono::minutes(1)) {
+      refusal_logged_ = now;
+      log_warn("ring port: " + std::to_string(state.auth_rejected) + " connections refused by key, " +
+               std::to_string(state.handshakes_failed) + " failed handshakes so far; last: " +
+               state.last_rejection);
+    }
+  }
   stats_.ring_reported(state);
 }
 

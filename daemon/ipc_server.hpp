@@ -172,6 +172,7 @@ class IpcServer {
   std::uint64_t regions_made_ = 0;
   std::map<std::uint64_t, std::vector<Request>> running_ops_;  // job id -> its requests
   std::uint64_t next_job_ = 1;
+  std::optional<Clock::time_point> refusal_logged_;  // last warning about refused connections
   DaemonStats stats_;
 };
 

@@ -140,6 +140,15 @@ void ring_families(Exposition& e, const DaemonStats& stats, const RingConfig& co
   e.sample("zring_ring_messages_dropped_total", "", std::to_string(ring.dropped));
   e.family("zring_ring_messages_malformed_total", "counter", "Ring messages that did not decode.");
   e.sample("zring_ring_messages_malformed_total", "", std::to_string(ring.malformed));
+  e.family("zring_ring_auth_rejected_total", "counter",
+           "CurveZMQ clients refused at the ring port: their key is not one of the ring's.");
+  e.sample("zring_ring_auth_rejected_total", "", std::to_string(ring.auth_rejected));
+  e.family("zring_ring_handshakes_failed_total", "counter",
+           "Connections to the ring port that failed the handshake (no or wrong keys, another protocol).");
+  e.sample("zring_ring_handshakes_failed_total", "", std::to_string(ring.handshakes_failed));
+  e.family("zring_ring_disconnects_total", "counter",
+           "Connections to the ring port closed: a peer went away or broke the protocol (oversized frame).");
+  e.sample("zring_ring_disconnects_total", "", std::to_string(ring.disconnects));
   e.family("zring_ring_idle_bytes_total", "counter",
            "Bytes on the ring between ops (heartbeats, membership), by direction.");
   e.sample("zring_ring_idle_bytes_total", "direction=\"sent\"", std::to_string(stats.idle_bytes_sent));
@@ -197,6 +206,12 @@ std::string render_status_json(const DaemonStats& stats, const RingConfig& confi
                     ",\"ops_failed\":" + std::to_string(stats.ops_failed) +
                     ",\"dropped\":" + std::to_string(ring.dropped) +
                     ",\"malformed\":" + std::to_string(ring.malformed) +
+                    ",\"last_drop\":" + json_string(clip(ring.last_drop, 512)) +
+                    ",\"curve\":" + (config.curve ? "true" : "false") +
+                    ",\"auth_rejected\":" + std::to_string(ring.auth_rejected) +
+                    ",\"handshakes_failed\":" + std::to_string(ring.handshakes_failed) +
+                    ",\"disconnects\":" + std::to_string(ring.disconnects) +
+                    ",\"last_rejection\":" + json_string(clip(ring.last_rejection, 512)) +
                     ",\"formations\":" + std::to_string(ring.formations) +
                     ",\"ring_reason\":" + json_string(clip(ring.reason)) +
                     ",\"ring_since\":" + std::to_string(unix_seconds(stats.ring_since)) +

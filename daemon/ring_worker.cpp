@@ -31,6 +31,12 @@ transport::ZmqRingOptions ring_options(const RingConfig& config) {
   options.timeout = config.timeout;
   options.heartbeat = config.heartbeat;
   options.max_message_bytes = config.max_message_bytes;
+  if (config.curve) {
+    transport::CurveKeys keys;
+    for (const NodeConfig& node : config.nodes) keys.public_keys.push_back(node.public_key);
+    keys.secret_key = config.curve->secret_key;
+    options.curve = std::move(keys);
+  }
   return options;
 }
 
@@ -41,6 +47,7 @@ struct RingWorker::Ring {
       : ring(context, ring_options(config)), wake_in(context, zmq::socket_type::pair),
         residuals(config.local_ranks) {
     wake_in.set(zmq::sockopt::linger, 0);
+    wake_in.set(zmq::sockopt::maxmsgsize, std::int64_t{64});
     wake_in.bind(wake_endpoint);
   }
   transport::ZmqRing ring;
@@ -68,6 +75,7 @@ void RingWorker::start() {
   ring_ = std::make_unique<Ring>(context_, config_, wake_endpoint_);
   ring_->ring.set_interrupt(&stopping_);
   wake_out_.set(zmq::sockopt::linger, 0);
+  wake_out_.set(zmq::sockopt::maxmsgsize, std::int64_t{64});
   wake_out_.connect(wake_endpoint_);
   thread_ = std::thread([this] { run(); });
 }
@@ -159,8 +167,20 @@ std::optional<OpJob> RingWorker::take_ready_job() {
 void RingWorker::report_state() {
   Ring& r = *ring_;
   const transport::RingCounters& c = r.ring.counters();
-  RingState state{r.ring.up(), r.ring.down_reason(), r.ring.generation(), c.dropped, c.malformed,
-                  c.formations, c.bytes_sent, c.bytes_received, {}};
+  RingState state;
+  state.up = r.ring.up();
+  state.reason = r.ring.down_reason();
+  state.generation = r.ring.generation();
+  state.dropped = c.dropped;
+  state.malformed = c.malformed;
+  state.formations = c.formations;
+  state.bytes_sent = c.bytes_sent;
+  state.bytes_received = c.bytes_received;
+  state.auth_rejected = c.auth_rejected;
+  state.handshakes_failed = c.handshakes_failed;
+  state.disconnects = c.disconnects;
+  state.last_rejection = c.last_rejection;
+  state.last_drop = c.last_drop;
   for (std::size_t n = 0; n < config_.nodes.size(); ++n) {
     const bool named = state.reason.find(r.ring.describe(n)) != std::string::npos;
     state.peers.push_back(n == config_.self_index ? "self" : state.up ? "up" : named ? "down" : "unknown");
@@ -220,6 +240,7 @@ void RingWorker::execute(OpJob& job) {
   const auto started = Clock::now();
   try {
     collective::OpOutput out = collective::run_allreduce(r.ring, context, input, r.residuals, r.workspace);
+    r.ring.count_drops(out.stats.dropped, out.stats.last_drop);
     r.ring.end_op(std::nullopt);
     log_debug("op " + std::to_string(done.op) + ": ring part took " +
               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(

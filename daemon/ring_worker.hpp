@@ -71,6 +71,11 @@ struct RingState {
   // nodes the reason names are known to be unreachable ("down"), the others
   // are "unknown". This node is "self".
   std::vector<std::string> peers;
+  std::uint64_t auth_rejected = 0;         // CurveZMQ clients whose key is not the ring's
+  std::uint64_t handshakes_failed = 0;     // ring connections that failed the handshake
+  std::uint64_t disconnects = 0;           // ring connections closed
+  std::string last_rejection;              // who was last refused
+  std::string last_drop;                   // why the last ring message was dropped
 
   bool operator==(const RingState&) const = default;
 };

@@ -1,8 +1,11 @@
 #include "transport/zmq_ring.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include <zring/error.hpp>
+
+#include "config/keys.hpp"
 
 namespace zring::transport {
 namespace {
@@ -13,7 +16,12 @@ using wire::RingHeader;
 using wire::RingKind;
 
 // Messages of the next op kept while this node has not begun it.
-constexpr std::size_t kMaxEarly = 4096;
+constexpr std::size_t kMaxEarly = 1024;
+
+// The ZAP endpoint libzmq asks (RFC 27); one handler per ZeroMQ context.
+constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
+constexpr int kMonitorEvents = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_DISCONNECTED;
 
 std::string ms_text(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
@@ -37,21 +45,41 @@ zmq::message_t share(const collective::Bytes& bytes) {
                         keep);
 }
 
+void set_key(zmq::socket_t& socket, int option, const config::CurveKey& key) {
+  if (zmq_setsockopt(socket.handle(), option, key.data(), key.size()) != 0)
+    throw Error(ErrorCode::internal, std::string("cannot set a CurveZMQ key on a ring socket: ") +
+                                         zmq_strerror(zmq_errno()));
+}
+
+std::string frame_text(const zmq::message_t& frame) { return frame.to_string(); }
+
 }  // namespace
 
 ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
     : options_(std::move(options)), in_(context, zmq::socket_type::pull),
-      out_(context, zmq::socket_type::push), random_(std::random_device{}()) {
+      out_(context, zmq::socket_type::push), monitor_(context, zmq::socket_type::pair),
+      random_(std::random_device{}()) {
   const auto now = Clock::now();
   last_heard_ = next_heartbeat_ = next_form_ = now;
+  const auto max_message = static_cast<std::int64_t>(options_.max_message_bytes);
   in_.set(zmq::sockopt::linger, 0);
-  in_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options_.max_message_bytes));
+  in_.set(zmq::sockopt::maxmsgsize, max_message);
   in_.set(zmq::sockopt::rcvhwm, 100000);
   out_.set(zmq::sockopt::linger, 0);
+  out_.set(zmq::sockopt::maxmsgsize, max_message);  // a PUSH receives nothing; set all the same
   out_.set(zmq::sockopt::sndhwm, 100000);
   out_.set(zmq::sockopt::immediate, 1);  // never queue for a successor that is not there
   out_.set(zmq::sockopt::reconnect_ivl, 100);
   out_.set(zmq::sockopt::reconnect_ivl_max, 1000);
+  // Handshake failures and closed connections on the ring port, for the counters.
+  const std::string monitor_endpoint =
+      "inproc://zring-ring-monitor-" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
+  if (zmq_socket_monitor(in_.handle(), monitor_endpoint.c_str(), kMonitorEvents) != 0)
+    throw Error(ErrorCode::internal, std::string("cannot monitor the ring socket: ") + zmq_strerror(zmq_errno()));
+  monitor_.set(zmq::sockopt::linger, 0);
+  monitor_.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
+  monitor_.connect(monitor_endpoint);
+  if (options_.curve) setup_curve(context);
   const std::string& address = options_.addresses.at(options_.self);
   try {
     in_.bind(address);
@@ -69,7 +97,105 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
   out_.connect(options_.addresses.at((options_.self + 1) % nodes()));
 }
 
-ZmqRing::~ZmqRing() = default;
+ZmqRing::~ZmqRing() { (void)zmq_socket_monitor(in_.handle(), nullptr, 0); }
+
+// The PULL socket becomes a CURVE server answering to this node's secret
+// key, with this ring's ZAP handler; the PUSH socket a CURVE client that
+// expects its successor's public key.
+void ZmqRing::setup_curve(zmq::context_t& context) {
+  const CurveKeys& keys = *options_.curve;
+  if (keys.public_keys.size() != nodes())
+    throw Error(ErrorCode::internal, "CurveZMQ: " + std::to_string(keys.public_keys.size()) +
+                                         " public keys for " + std::to_string(nodes()) + " nodes");
+  for (const std::string& key : keys.public_keys) member_keys_.push_back(config::decode_z85_key(key));
+  const config::CurveKey secret = config::decode_z85_key(keys.secret_key);
+  zap_ = zmq::socket_t(context, zmq::socket_type::rep);
+  zap_.set(zmq::sockopt::linger, 0);
+  zap_.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
+  try {
+    zap_.bind(kZapEndpoint);
+  } catch (const zmq::error_t& e) {
+    throw Error(ErrorCode::internal, std::string("cannot start the ring's CurveZMQ ZAP handler on ") +
+                                         kZapEndpoint + ": " + e.what() +
+                                         " (another one in this ZeroMQ context?)");
+  }
+  in_.set(zmq::sockopt::curve_server, 1);
+  in_.set(zmq::sockopt::zap_domain, "zring");
+  set_key(in_, ZMQ_CURVE_SECRETKEY, secret);
+  set_key(out_, ZMQ_CURVE_SERVERKEY, member_keys_[(options_.self + 1) % nodes()]);
+  set_key(out_, ZMQ_CURVE_PUBLICKEY, member_keys_[options_.self]);
+  set_key(out_, ZMQ_CURVE_SECRETKEY, secret);
+}
+
+// One ZAP request (RFC 27): [version, request id, domain, address, routing
+// id, mechanism, credentials...]. A CURVE client is admitted when its public
+// key is a ring member's; its messages then carry the member's name as
+// User-Id. Everything else is refused and counted.
+void ZmqRing::answer_zap() {
+  for (int i = 0; i < 64; ++i) {
+    std::vector<zmq::message_t> request;
+    zmq::message_t frame;
+    if (!zap_.recv(frame, zmq::recv_flags::dontwait)) return;
+    request.push_back(std::move(frame));
+    while (request.back().more()) {
+      zmq::message_t part;
+      if (!zap_.recv(part, zmq::recv_flags::dontwait)) break;
+      request.push_back(std::move(part));
+    }
+    std::string status = "400", text = "not a key of this ring", user;
+    std::string who = "a client";
+    if (request.size() >= 7 && frame_text(request[5]) == "CURVE" && request[6].size() == 32) {
+      config::CurveKey key{};
+      std::memcpy(key.data(), request[6].data(), key.size());
+      const auto member = std::find(member_keys_.begin(), member_keys_.end(), key);
+      if (member != member_keys_.end()) {
+        status = "200";
+        text = "OK";
+        user = options_.names[static_cast<std::size_t>(member - member_keys_.begin())];
+      }
+      who = "a CurveZMQ client at " + frame_text(request[3]) + " with key " + config::encode_z85_key(key);
+    } else if (request.size() >= 6) {
+      who = "a " + frame_text(request[5]) + " client at " + frame_text(request[3]);
+    }
+    if (status != "200") {
+      ++counters_.auth_rejected;
+      counters_.last_rejection = who + ", which is not one of the ring's keys";
+    }
+    const std::string version = request.empty() ? "1.0" : frame_text(request[0]);
+    const std::string id = request.size() > 1 ? frame_text(request[1]) : "";
+    (void)zap_.send(zmq::buffer(version), zmq::send_flags::sndmore);
+    (void)zap_.send(zmq::buffer(id), zmq::send_flags::sndmore);
+    (void)zap_.send(zmq::buffer(status), zmq::send_flags::sndmore);
+    (void)zap_.send(zmq::buffer(text), zmq::send_flags::sndmore);
+    (void)zap_.send(zmq::buffer(user), zmq::send_flags::sndmore);
+    (void)zap_.send(zmq::message_t(), zmq::send_flags::none);
+  }
+}
+
+// Monitor events: [u16 event, u32 value] then the endpoint.
+void ZmqRing::read_monitor() {
+  for (int i = 0; i < 256; ++i) {
+    zmq::message_t event;
+    if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+    std::uint16_t id = 0;
+    if (event.size() >= sizeof id) std::memcpy(&id, event.data(), sizeof id);
+    while (event.more()) {
+      zmq::message_t rest;
+      if (!monitor_.recv(rest, zmq::recv_flags::dontwait)) break;
+      event = std::move(rest);
+    }
+    if (id == ZMQ_EVENT_DISCONNECTED) {
+      ++counters_.disconnects;
+    } else if (id & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
+      ++counters_.handshakes_failed;
+      if (counters_.last_rejection.empty() || id != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        counters_.last_rejection = id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                                       ? "a connection that broke the ZeroMQ handshake (no CurveZMQ keys, or another protocol)"
+                                       : "a connection that failed the handshake";
+    }
+  }
+}
 
 std::string ZmqRing::describe(std::size_t node) const {
   if (node >= nodes()) return "node #" + std::to_string(node);
@@ -166,15 +292,21 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
   }
   auto wait = std::max<Clock::duration>(next - now, Clock::duration::zero());
   if (interrupt_) wait = std::min<Clock::duration>(wait, std::chrono::milliseconds(100));
-  zmq::pollitem_t items[] = {
-      {in_.handle(), 0, ZMQ_POLLIN, 0},
-      {out_.handle(), 0, static_cast<short>(outbox_.empty() ? 0 : ZMQ_POLLOUT), 0},
-      {wake ? wake->handle() : nullptr, 0, static_cast<short>(wake ? ZMQ_POLLIN : 0), 0},
-  };
+  std::array<zmq::pollitem_t, 5> items{};
+  std::size_t count = 0;
+  items[count++] = {in_.handle(), 0, ZMQ_POLLIN, 0};
+  items[count++] = {out_.handle(), 0, static_cast<short>(outbox_.empty() ? 0 : ZMQ_POLLOUT), 0};
+  items[count++] = {monitor_.handle(), 0, ZMQ_POLLIN, 0};
+  const std::size_t zap_at = count;
+  if (zap_) items[count++] = {zap_.handle(), 0, ZMQ_POLLIN, 0};
+  const std::size_t wake_at = count;
+  if (wake) items[count++] = {wake->handle(), 0, ZMQ_POLLIN, 0};
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait);
-  zmq::poll(items, wake ? 3 : 2, ms);
+  zmq::poll(items.data(), count, ms);
   if (items[1].revents & ZMQ_POLLOUT) flush();
-  if (wake && (items[2].revents & ZMQ_POLLIN)) *woken = true;
+  if (items[2].revents & ZMQ_POLLIN) read_monitor();
+  if (zap_ && (items[zap_at].revents & ZMQ_POLLIN)) answer_zap();
+  if (wake && (items[wake_at].revents & ZMQ_POLLIN)) *woken = true;
   std::optional<collective::Message> got;
   if (items[0].revents & ZMQ_POLLIN) {
     // Drain what is queued, but hand over the first data message at once.
@@ -219,11 +351,28 @@ std::optional<collective::Message> ZmqRing::receive_one(bool* read) {
     drop(e.what(), true);
     return std::nullopt;
   }
-  return dispatch(std::move(decoded), std::move(payload));
+  // With CurveZMQ, the ZAP handler named the member whose key sent this.
+  std::optional<std::size_t> authenticated;
+  if (options_.curve) {
+    const char* user = zmq_msg_gets(header.handle(), "User-Id");
+    const auto member = user ? std::find(options_.names.begin(), options_.names.end(), user) : options_.names.end();
+    if (member == options_.names.end()) {
+      drop("a message without a ring member's CurveZMQ identity", false);
+      return std::nullopt;
+    }
+    authenticated = static_cast<std::size_t>(member - options_.names.begin());
+  }
+  return dispatch(std::move(decoded), std::move(payload), authenticated);
 }
 
 std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
-                                                     std::optional<zmq::message_t> payload) {
+                                                     std::optional<zmq::message_t> payload,
+                                                     std::optional<std::size_t> authenticated) {
+  if (authenticated && header.sender != *authenticated) {
+    drop("a message signed by " + describe(*authenticated) + "'s key claiming to come from node #" +
+             std::to_string(header.sender), false);
+    return std::nullopt;
+  }
   if (header.sender != predecessor()) {
     drop("a message claiming to come from node #" + std::to_string(header.sender) +
              ", which is not this node's predecessor", false);
@@ -253,9 +402,34 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
   auto owner = std::make_shared<zmq::message_t>(std::move(*payload));
   collective::Message msg{header.tag, collective::Bytes(owner->data<std::uint8_t>(), owner->size(), owner)};
   if (current) return msg;
+  keep_early(header, std::move(msg));
+  return std::nullopt;
+}
+
+// Before this node begins an op, the others can only be in its first phase,
+// the all-gather of every node's summary: no op gets further without this
+// node's summary. So only summaries from other nodes, each once, are kept
+// for the op; anything else that claims to be for it is dropped.
+void ZmqRing::keep_early(const RingHeader& header, collective::Message msg) {
+  const collective::ChunkTag& tag = header.tag;
+  const bool summary = tag.phase == collective::Phase::manifest && tag.segment < nodes() &&
+                       tag.segment != options_.self &&
+                       tag.hop == (options_.self + nodes() - tag.segment) % nodes();
+  if (!summary) {
+    drop("data of phase " + std::to_string(static_cast<int>(tag.phase)) + " (segment " +
+             std::to_string(tag.segment) + ", hop " + std::to_string(tag.hop) + ") for op " +
+             std::to_string(header.op) + ", which this node has not begun", false);
+    return;
+  }
+  for (const auto& [op, kept] : early_) {
+    if (op == header.op && kept.tag == tag) {
+      drop("a second copy of node #" + std::to_string(tag.segment) + "'s summary for op " +
+               std::to_string(header.op), false);
+      return;
+    }
+  }
   if (early_.size() < kMaxEarly) early_.emplace_back(header.op, std::move(msg));
   else drop("too many messages for an op this node has not begun", false);
-  return std::nullopt;
 }
 
 void ZmqRing::on_control(const RingHeader& header) {
@@ -395,6 +569,12 @@ void ZmqRing::end_op(const std::optional<Failure>& failure) {
     send_control(abort);
   }
   if (nodes() > 1) go_down("op " + std::to_string(op) + " failed: " + failure->text, !aborted_by_others);
+}
+
+void ZmqRing::count_drops(std::uint64_t count, const std::string& last) {
+  if (count == 0) return;
+  counters_.dropped += count;
+  counters_.last_drop = last;
 }
 
 void ZmqRing::drop(const std::string& why, bool malformed) {

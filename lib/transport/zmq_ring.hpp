@@ -15,10 +15,18 @@
 //     forms a new generation (a restarted daemon rejoins this way);
 //   - aborts: a node whose op fails sends ABORT(g, op) round the ring, so
 //     every node fails the op at once rather than at its own deadline.
+// With CurveZMQ keys (ZmqRingOptions::curve) the PULL socket is a CURVE
+// server whose ZAP handler (inproc://zeromq.zap.01, a REP socket polled in
+// this loop) admits only the ring members' public keys, and the PUSH socket
+// a CURVE client that knows its successor's key; a message must then also
+// come from the key of the node it names as sender. A monitor on the PULL
+// socket counts failed handshakes and closed connections (a frame over
+// max_message_bytes closes its connection inside ZeroMQ).
 // All of it runs on the thread that owns the ZmqRing (the daemon's ring
 // thread): ZeroMQ sockets are used from that thread only.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -37,6 +45,12 @@
 
 namespace zring::transport {
 
+// CurveZMQ keys of the ring, Z85 text (40 characters each).
+struct CurveKeys {
+  std::vector<std::string> public_keys;  // per node, ring order
+  std::string secret_key;                // this node's
+};
+
 struct ZmqRingOptions {
   std::vector<std::string> names;      // ring order
   std::vector<std::string> addresses;  // tcp://HOST:PORT per node
@@ -44,6 +58,7 @@ struct ZmqRingOptions {
   std::chrono::milliseconds timeout{10000};
   std::chrono::milliseconds heartbeat{500};
   std::size_t max_message_bytes = 256u << 20;
+  std::optional<CurveKeys> curve;      // none: no authentication, no encryption
 };
 
 // Counters for status and metrics.
@@ -54,6 +69,12 @@ struct RingCounters {
   std::uint64_t bytes_sent = 0;     // frames put on the ring (all kinds)
   std::uint64_t bytes_received = 0;
   std::string last_drop;
+  std::uint64_t auth_rejected = 0;      // CurveZMQ clients refused: not a ring member's key
+  std::uint64_t handshakes_failed = 0;  // connections that failed the handshake (no or bad
+                                        // keys, another protocol, refused by the ZAP handler)
+  std::uint64_t disconnects = 0;        // connections to the ring port closed: a peer went
+                                        // away, or broke the protocol (an oversized frame)
+  std::string last_rejection;
 };
 
 class ZmqRing final : public collective::RingLink {
@@ -94,6 +115,9 @@ class ZmqRing final : public collective::RingLink {
   collective::Message recv(collective::Deadline deadline) override;
 
   [[nodiscard]] const RingCounters& counters() const noexcept { return counters_; }
+  // Adds the messages the collective threw away during an op (out-of-range
+  // chunk, stale or duplicate) to the counters.
+  void count_drops(std::uint64_t count, const std::string& last);
   // When *flag becomes true, recv() throws Error(aborted) and service()
   // returns within about 100 ms (the daemon is shutting down).
   void set_interrupt(const std::atomic<bool>* flag) noexcept { interrupt_ = flag; }
@@ -115,7 +139,12 @@ class ZmqRing final : public collective::RingLink {
                                                bool* woken);
   std::optional<collective::Message> receive_one(bool* read);
   std::optional<collective::Message> dispatch(wire::RingHeader header,
-                                              std::optional<zmq::message_t> payload);
+                                              std::optional<zmq::message_t> payload,
+                                              std::optional<std::size_t> authenticated);
+  void keep_early(const wire::RingHeader& header, collective::Message msg);
+  void setup_curve(zmq::context_t& context);
+  void answer_zap();
+  void read_monitor();
   void on_control(const wire::RingHeader& header);
   void on_abort(const wire::RingHeader& header);
   void run_timers();
@@ -129,8 +158,11 @@ class ZmqRing final : public collective::RingLink {
   [[noreturn]] void fail_current_op(int code, const std::string& why);
 
   ZmqRingOptions options_;
-  zmq::socket_t in_;   // PULL, bound at our address
-  zmq::socket_t out_;  // PUSH, connected to the successor
+  zmq::socket_t zap_;      // REP on inproc://zeromq.zap.01 (CurveZMQ only)
+  zmq::socket_t in_;       // PULL, bound at our address
+  zmq::socket_t out_;      // PUSH, connected to the successor
+  zmq::socket_t monitor_;  // PAIR: in_'s handshake and disconnect events
+  std::vector<std::array<std::uint8_t, 32>> member_keys_;  // CurveZMQ: per node, binary
   std::deque<Outgoing> outbox_;
   std::deque<std::pair<std::uint64_t, collective::Message>> early_;  // the next op's messages that came before it began
   std::mt19937_64 random_;

@@ -1,0 +1,315 @@
+// Hostile frames on the ring port of a ring without CurveZMQ, while
+// all-reduces run on every rank: wrong versions, truncated and corrupted
+// msgpack, absurd lengths, valid headers for ops that do not exist or from
+// the wrong sender, out-of-range chunk indices, frames over max_message_bytes
+// and floods of thousands. Every result must stay right on every rank, every
+// daemon keep running, and the drops be counted. (Random bytes on the ring
+// port and the IPC socket are in tests/integration/test_faults.cpp.)
+#define BOOST_TEST_MODULE security hostile frames
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <zmq.hpp>
+
+#include <zring/error.hpp>
+
+#include "security/security_util.hpp"
+
+using namespace zring;
+using namespace zring::security_test;
+using collective::Phase;
+using Bytes = std::vector<std::uint8_t>;
+
+namespace {
+
+const std::vector<std::size_t> kSizes{1000, 20000, 3};
+constexpr std::size_t kChunk = 256 * 1024;
+constexpr std::size_t kMaxMessage = kChunk + 64 * 1024;  // the least max_message_bytes allows
+
+RingSetup setup() {
+  RingSetup s;
+  s.nodes = 3;
+  s.chunk_bytes = kChunk;
+  s.max_message_bytes = kMaxMessage;
+  return s;
+}
+
+// One hostile message: a header frame and, maybe, more frames.
+struct Frame {
+  std::vector<Bytes> parts;
+  bool malformed = false;  // the ring must count it as malformed, not only dropped
+};
+
+bool decodes(const Bytes& bytes) {
+  try {
+    (void)wire::decode_ring_header(bytes.data(), bytes.size());
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// Frames aimed at node `target` whose predecessor is `p`, successor `s`,
+// in a ring at `generation` that has done about `ops` ops. None of them can
+// be taken for a message the ring expects: each is undecodable, or of
+// another op or generation, or from the wrong sender, or carries an index
+// out of range.
+std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, std::uint32_t p, std::uint32_t s,
+                                                         std::uint64_t generation, std::uint64_t ops,
+                                                         std::mt19937& random) {
+  std::map<std::string, std::vector<Frame>> kinds;
+  const Bytes valid = header_bytes(data_header(generation, ops + 1000, s, Phase::reduce, 0, 0, 1));
+  const Bytes payload(4000, 0x3f);
+  // [0x9d, version, type, ...]: the version is the second byte.
+  for (const std::uint8_t version : {0x00, 0x02, 0x7f}) {
+    Bytes b = valid;
+    b[1] = version;
+    kinds["wrong version"].push_back({{b}, true});
+  }
+  {
+    Bytes b = valid;  // the version as a 64-bit integer
+    b[1] = 0xcf;
+    b.insert(b.begin() + 2, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff});
+    kinds["wrong version"].push_back({{b}, true});
+  }
+  for (std::size_t cut = 0; cut < valid.size(); ++cut)
+    kinds["truncated msgpack"].push_back({{Bytes(valid.begin(), valid.begin() + static_cast<long>(cut))}, true});
+  while (kinds["corrupted msgpack"].size() < 200) {
+    Bytes b = valid;
+    for (int flips = 1 + static_cast<int>(random() % 3); flips > 0; --flips)
+      b[random() % b.size()] ^= static_cast<std::uint8_t>(1u << (random() % 8));
+    if (!decodes(b)) kinds["corrupted msgpack"].push_back({{b}, true});
+  }
+  // Lengths that promise far more than the frame holds, or absurd nesting.
+  const std::vector<Bytes> absurd{
+      {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02},                    // array of 2^32 - 1 items
+      {0x9d, 0x01, 0x02, 0xdb, 0xff, 0xff, 0xff, 0xff, 'x'},         // str of 4 GiB as the kind
+      {0x9d, 0x01, 0x02, 0xc6, 0x7f, 0xff, 0xff, 0xff, 0x00},        // bin of 2 GiB
+      {0xdf, 0xff, 0xff, 0xff, 0xff},                                // map of 2^32 - 1 pairs
+      {0xdc, 0xff, 0xff},                                            // array16 of 65535, empty
+  };
+  for (const Bytes& b : absurd) kinds["absurd lengths"].push_back({{b}, true});
+  {
+    Bytes text = valid;  // the last item, the text, claims 4 GiB
+    text.back() = 0xdb;
+    text.insert(text.end(), {0xff, 0xff, 0xff, 0xff, 'a', 'b'});
+    kinds["absurd lengths"].push_back({{text}, true});
+    Bytes deep(2000, 0x91);  // 2000 nested one-item arrays
+    deep.push_back(0x01);
+    kinds["absurd lengths"].push_back({{deep}, true});
+  }
+  // Well-formed headers for ops that do not exist, other generations, the wrong sender.
+  for (const std::uint64_t op : {ops + 1000, std::uint64_t{1} << 62, ~std::uint64_t{0}})
+    kinds["valid header, op that does not exist"].push_back(
+        {{header_bytes(data_header(generation, op, p, Phase::reduce, 0, 0, 1)), payload}, false});
+  for (const std::uint64_t g : {generation + 2, std::uint64_t{0}, ~std::uint64_t{0}})
+    kinds["valid header, another generation"].push_back(
+        {{header_bytes(data_header(g, ops, p, Phase::reduce, 0, 0, 1)), payload}, false});
+  for (const std::uint32_t sender : {target, s, 7u, 0xffffffffu}) {
+    if (sender == p) continue;
+    for (const wire::RingKind kind : {wire::RingKind::heartbeat, wire::RingKind::form, wire::RingKind::reform,
+                                      wire::RingKind::abort, wire::RingKind::up})
+      kinds["valid header, wrong sender"].push_back(
+          {{header_bytes(control_header(kind, generation + 2, sender, ops))}, false});
+    kinds["valid header, wrong sender"].push_back(
+        {{header_bytes(data_header(generation, ops, sender, Phase::reduce, 0, 0, 1)), payload}, false});
+  }
+  // The right generation, sender and ops around the current one, but no
+  // index the op can have: every one must be dropped, never summed.
+  for (std::uint64_t op = 0; op < ops + 8; ++op) {
+    for (const Phase phase : {Phase::manifest, Phase::reduce, Phase::gather, Phase::blobs}) {
+      auto& list = kinds["out-of-range indices"];
+      list.push_back({{header_bytes(data_header(generation, op, p, phase, 1000000, 0, 1)), payload}, false});
+      list.push_back({{header_bytes(data_header(generation, op, p, phase, 0, 1000000, 1)), payload}, false});
+      list.push_back({{header_bytes(data_header(generation, op, p, phase, 0, 0, 1000000)), payload}, false});
+      list.push_back({{header_bytes(data_header(generation, op, p, phase, target, 0, 0)), payload}, false});
+    }
+  }
+  // Framing: three frames, a control message with a payload, data without one.
+  kinds["wrong framing"].push_back({{valid, payload, payload}, true});
+  kinds["wrong framing"].push_back(
+      {{header_bytes(control_header(wire::RingKind::heartbeat, generation, p)), payload}, true});
+  kinds["wrong framing"].push_back(
+      {{header_bytes(data_header(generation, ops + 1000, p, Phase::reduce, 0, 0, 1))}, true});
+  return kinds;
+}
+
+struct Pusher {
+  zmq::context_t context{1};
+  zmq::socket_t push{context, zmq::socket_type::push};
+  explicit Pusher(const std::string& address) {
+    push.set(zmq::sockopt::linger, 0);
+    push.set(zmq::sockopt::sndhwm, 1000000);
+    push.connect(address);
+  }
+  // Blocks while the connection comes up, so that every frame is delivered.
+  void send(const Frame& frame) {
+    for (std::size_t i = 0; i < frame.parts.size(); ++i)
+      (void)push.send(zmq::buffer(frame.parts[i]),
+                      i + 1 < frame.parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+};
+
+struct Counts {
+  std::uint64_t dropped = 0, malformed = 0;
+};
+
+Counts counts(const TestRing& ring, std::size_t n) {
+  return {ring.counter(n, "dropped"), ring.counter(n, "malformed")};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(hostile_frames_are_dropped_and_counted_while_all_reduces_stay_right) {
+  TestRing ring(setup());
+  ring.start_all();
+  ring.wait_up();
+  ClientBatch warmup(ring, "none", 30, 2, kSizes);
+  BOOST_TEST_REQUIRE(warmup.finish() == "");
+  std::mt19937 random(17);
+  for (const std::size_t target : {std::size_t{1}, std::size_t{0}}) {  // a member, then the coordinator
+    BOOST_TEST_CONTEXT("target node " << target) {
+      const auto p = static_cast<std::uint32_t>((target + 2) % 3), s = static_cast<std::uint32_t>((target + 1) % 3);
+      const std::uint64_t generation = ring.counter(target, "generation");
+      const std::uint64_t ops = ring.counter(target, "ops_done") + ring.counter(target, "ops_failed");
+      const auto kinds = hostile_frames(static_cast<std::uint32_t>(target), p, s, generation, ops, random);
+      const Counts before = counts(ring, target);
+      const std::uint64_t formations = ring.counter(target, "formations");
+      Pusher pusher(ring.address(target));
+      std::uint64_t sent = 0, malformed = 0;
+      std::atomic<bool> stop{false};
+      std::map<std::string, std::uint64_t> per_kind;
+      std::thread attack([&] {
+        // Each kind again and again while the ops run, and at least three times.
+        for (int pass = 0; pass < 3 || (!stop && pass < 200); ++pass) {
+          for (const auto& [kind, frames] : kinds) {
+            for (const Frame& f : frames) {
+              pusher.send(f);
+              ++sent;
+              malformed += f.malformed ? 1 : 0;
+              ++per_kind[kind];
+            }
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      });
+      ClientBatch none(ring, "none", 40 + target, 10, kSizes);
+      const std::string none_result = none.finish();
+      ClientBatch quant(ring, "quant:8", 50 + target, 6, kSizes);
+      const std::string quant_result = quant.finish();
+      ClientBatch topk(ring, "topk:1%", 60 + target, 4, kSizes);
+      const std::string topk_result = topk.finish();
+      stop = true;
+      attack.join();
+      BOOST_TEST(none_result == "");
+      BOOST_TEST(quant_result == "");
+      BOOST_TEST(topk_result == "");
+      // Every malformed frame counted as malformed, and at least every
+      // frame that cannot belong to any op as dropped.
+      const std::uint64_t now_malformed = ring.wait_counter_above(target, "malformed", before.malformed + malformed - 1);
+      BOOST_TEST(now_malformed >= before.malformed + malformed, ring.status(target));
+      const std::uint64_t sure_drops = sent - per_kind["out-of-range indices"];
+      const std::uint64_t now_dropped = ring.wait_counter_above(target, "dropped", before.dropped + sure_drops - 1);
+      BOOST_TEST(now_dropped >= before.dropped + sure_drops, ring.status(target));
+      BOOST_TEST(ring.counter(target, "formations") == formations, "the ring re-formed");
+      for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
+      std::string summary;
+      for (const auto& [kind, count] : per_kind) summary += kind + ": " + std::to_string(count) + "; ";
+      BOOST_TEST_MESSAGE("node " << target << ": " << sent << " hostile frames (" << summary << "), dropped "
+                                 << now_dropped - before.dropped << ", malformed "
+                                 << now_malformed - before.malformed);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(frame_over_max_message_bytes_closes_the_connection_not_the_daemon) {
+  TestRing ring(setup());
+  ring.start_all();
+  ring.wait_up();
+  const std::size_t target = 2;
+  const std::uint64_t disconnects = ring.counter(target, "disconnects");
+  const std::uint64_t generation = ring.counter(target, "generation");
+  int sent = 0;
+  std::atomic<bool> stop{false};
+  std::thread attack([&] {
+    // A valid header and a payload one byte over the limit; then a header
+    // frame of 1 MiB. The ring never sees them: ZeroMQ closes the connection.
+    const Bytes header = header_bytes(data_header(generation, 0, 1, Phase::reduce, 0, 0, 1));
+    const Bytes over(kMaxMessage + 1, 0x55), huge(1 << 20, 0x9d);
+    while (!stop || sent < 6) {
+      Pusher pusher(ring.address(target));
+      if (sent % 2 == 0) {
+        (void)pusher.push.send(zmq::buffer(header), zmq::send_flags::sndmore);
+        (void)pusher.push.send(zmq::buffer(over), zmq::send_flags::none);
+      } else {
+        (void)pusher.push.send(zmq::buffer(huge), zmq::send_flags::none);
+      }
+      ++sent;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  ClientBatch none(ring, "none", 70, 6, kSizes);
+  const std::string result = none.finish();
+  const std::uint64_t now = ring.wait_counter_above(target, "disconnects", disconnects);
+  stop = true;
+  attack.join();
+  BOOST_TEST(result == "");
+  BOOST_TEST(now > disconnects, ring.status(target));
+  BOOST_TEST(ring.counter(target, "malformed") == 0u, "an oversized frame reached the ring");
+  for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
+  BOOST_TEST_MESSAGE(sent << " oversized frames, " << now - disconnects << " connections closed");
+  ClientBatch after(ring, "none", 71, 2, kSizes);
+  BOOST_TEST(after.finish() == "");
+}
+
+BOOST_AUTO_TEST_CASE(flood_of_frames_is_dropped_while_all_reduces_stay_right) {
+  TestRing ring(setup());
+  ring.start_all();
+  ring.wait_up();
+  ClientBatch warmup(ring, "none", 80, 1, kSizes);
+  BOOST_TEST_REQUIRE(warmup.finish() == "");
+  std::mt19937 random(23);
+  const std::size_t target = 1;
+  const std::uint64_t generation = ring.counter(target, "generation");
+  const std::uint64_t ops = ring.counter(target, "ops_done");
+  const auto kinds = hostile_frames(1, 0, 2, generation, ops, random);
+  std::vector<const Frame*> all;
+  for (const auto& [kind, frames] : kinds)
+    for (const Frame& f : frames) all.push_back(&f);
+  // Summaries from the predecessor for the ops to come, with chunk indices
+  // no op has: they are kept for an op not begun yet, so a flood of them
+  // must not crowd out the real ones.
+  std::vector<Frame> early;
+  for (std::uint64_t op = ops; op < ops + 20; ++op)
+    for (std::uint32_t chunk = 1; chunk <= 200; ++chunk)
+      early.push_back({{header_bytes(data_header(generation, op, 0, Phase::manifest, 0, chunk, 1)), Bytes(64, 1)}, false});
+  const Counts before = counts(ring, target);
+  Pusher pusher(ring.address(target));
+  std::uint64_t sent = 0;
+  std::atomic<bool> stop{false};
+  std::thread flood([&] {
+    while (!stop || sent < 20000) {
+      pusher.send(*all[random() % all.size()]);
+      pusher.send(early[random() % early.size()]);
+      sent += 2;
+    }
+  });
+  ClientBatch none(ring, "none", 81, 12, kSizes);
+  const std::string none_result = none.finish();
+  ClientBatch quant(ring, "quant:4", 82, 6, kSizes);
+  const std::string quant_result = quant.finish();
+  stop = true;
+  flood.join();
+  BOOST_TEST(none_result == "");
+  BOOST_TEST(quant_result == "");
+  const std::uint64_t dropped = ring.wait_counter_above(target, "dropped", before.dropped + sent / 4);
+  BOOST_TEST(dropped > before.dropped + sent / 4, ring.status(target));
+  for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
+  BOOST_TEST_MESSAGE(sent << " frames in the flood, " << dropped - before.dropped << " dropped");
+  ClientBatch after(ring, "none", 83, 2, kSizes);
+  BOOST_TEST(after.finish() == "");
+}
