@@ -416,8 +416,9 @@ void IpcServer::on_ring_state(const RingState& state) {
     if (!refusal_logged_ || now - *refusal_logged_ >= std::chrono::minutes(1)) {
       refusal_logged_ = now;
       log_warn("ring port: " + std::to_string(state.auth_rejected) + " connections refused by key, " +
-               std::to_string(state.handshakes_failed) + " failed handshakes so far; last: " +
-               state.last_rejection);
+               std::to_string(state.handshakes_failed) + " failed handshakes so far" +
+               (state.last_rejection.empty() ? "" : "; last key refused: " + state.last_rejection) +
+               (state.last_handshake_failure.empty() ? "" : "; last failed handshake: " + state.last_handshake_failure));
     }
   }
   stats_.ring_reported(state);

@@ -212,6 +212,7 @@ std::string render_status_json(const DaemonStats& stats, const RingConfig& confi
                     ",\"handshakes_failed\":" + std::to_string(ring.handshakes_failed) +
                     ",\"disconnects\":" + std::to_string(ring.disconnects) +
                     ",\"last_rejection\":" + json_string(clip(ring.last_rejection, 512)) +
+                    ",\"last_handshake_failure\":" + json_string(clip(ring.last_handshake_failure, 512)) +
                     ",\"formations\":" + std::to_string(ring.formations) +
                     ",\"ring_reason\":" + json_string(clip(ring.reason)) +
                     ",\"ring_since\":" + std::to_string(unix_seconds(stats.ring_since)) +

@@ -180,6 +180,7 @@ void RingWorker::report_state() {
   state.handshakes_failed = c.handshakes_failed;
   state.disconnects = c.disconnects;
   state.last_rejection = c.last_rejection;
+  state.last_handshake_failure = c.last_handshake_failure;
   state.last_drop = c.last_drop;
   for (std::size_t n = 0; n < config_.nodes.size(); ++n) {
     const bool named = state.reason.find(r.ring.describe(n)) != std::string::npos;

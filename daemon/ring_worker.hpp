@@ -74,7 +74,8 @@ struct RingState {
   std::uint64_t auth_rejected = 0;         // CurveZMQ clients whose key is not the ring's
   std::uint64_t handshakes_failed = 0;     // ring connections that failed the handshake
   std::uint64_t disconnects = 0;           // ring connections closed
-  std::string last_rejection;              // who was last refused
+  std::string last_rejection;              // the last key refused, and from where
+  std::string last_handshake_failure;      // what the last failed handshake was
   std::string last_drop;                   // why the last ring message was dropped
 
   bool operator==(const RingState&) const = default;

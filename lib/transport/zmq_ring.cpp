@@ -189,10 +189,11 @@ void ZmqRing::read_monitor() {
     } else if (id & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
       ++counters_.handshakes_failed;
-      if (counters_.last_rejection.empty() || id != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-        counters_.last_rejection = id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-                                       ? "a connection that broke the ZeroMQ handshake (no CurveZMQ keys, or another protocol)"
-                                       : "a connection that failed the handshake";
+      counters_.last_handshake_failure =
+          id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH     ? "a client refused by the ZAP handler (its key is not the ring's)"
+          : id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "a client that broke the handshake (no CurveZMQ keys, the wrong "
+                                                        "server key, or another protocol)"
+                                                      : "a client that went away or failed during the handshake";
     }
   }
 }
@@ -407,18 +408,21 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
 }
 
 // Before this node begins an op, the others can only be in its first phase,
-// the all-gather of every node's summary: no op gets further without this
-// node's summary. So only summaries from other nodes, each once, are kept
-// for the op; anything else that claims to be for it is dropped.
+// the all-gather of every node's summary (collective::exchange_summaries):
+// no op gets further without this node's summary. A summary travels as one
+// message (chunk 0) tagged with its origin and hop. So only those, from
+// other nodes, each once, are kept for the op: at most nodes() - 1, however
+// many frames claim to be for it.
 void ZmqRing::keep_early(const RingHeader& header, collective::Message msg) {
   const collective::ChunkTag& tag = header.tag;
-  const bool summary = tag.phase == collective::Phase::manifest && tag.segment < nodes() &&
+  const bool summary = tag.phase == collective::Phase::manifest && tag.chunk == 0 && tag.segment < nodes() &&
                        tag.segment != options_.self &&
                        tag.hop == (options_.self + nodes() - tag.segment) % nodes();
   if (!summary) {
     drop("data of phase " + std::to_string(static_cast<int>(tag.phase)) + " (segment " +
-             std::to_string(tag.segment) + ", hop " + std::to_string(tag.hop) + ") for op " +
-             std::to_string(header.op) + ", which this node has not begun", false);
+             std::to_string(tag.segment) + ", chunk " + std::to_string(tag.chunk) + ", hop " +
+             std::to_string(tag.hop) + ") for op " + std::to_string(header.op) +
+             ", which this node has not begun: only the other nodes' summaries can come before it", false);
     return;
   }
   for (const auto& [op, kept] : early_) {

@@ -74,7 +74,8 @@ struct RingCounters {
                                         // keys, another protocol, refused by the ZAP handler)
   std::uint64_t disconnects = 0;        // connections to the ring port closed: a peer went
                                         // away, or broke the protocol (an oversized frame)
-  std::string last_rejection;
+  std::string last_rejection;          // the last key the ZAP handler refused, and from where
+  std::string last_handshake_failure;  // what the last failed handshake was
 };
 
 class ZmqRing final : public collective::RingLink {

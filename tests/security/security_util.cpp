@@ -128,35 +128,43 @@ std::string ClientBatch::finish() {
                   proc::read_file(outputs_[n] + ".err") + "\n";
   }
   if (!problems.empty()) return problems;
-  const CompressionMethod method = CompressionMethod::parse(method_);
   std::size_t floats = 0;
   for (std::size_t s : sizes_) floats += s;
   std::vector<std::string> results;
   for (const std::string& out : outputs_) results.push_back(proc::read_file(out));
   for (int round = 0; round < rounds_; ++round) {
-    const std::size_t at = static_cast<std::size_t>(round) * floats * sizeof(float);
-    for (std::size_t n = 0; n < results.size(); ++n) {
-      if (results[n].size() < at + floats * sizeof(float))
-        return "node " + std::to_string(n) + " wrote " + std::to_string(results[n].size()) + " bytes for " +
-               std::to_string(rounds_) + " rounds";
-      if (results[n].compare(at, floats * sizeof(float), results[0], at, floats * sizeof(float)) != 0)
-        return "round " + std::to_string(round) + ": node " + std::to_string(n) + " got other bits than node 0";
-    }
-    std::vector<TensorMap> inputs;
-    for (std::size_t rank = 0; rank < results.size(); ++rank)
-      inputs.push_back(testing::make_gradients(seed_, static_cast<std::uint64_t>(round), rank, sizes_));
-    TensorMap result;
-    std::size_t offset = at;
-    for (const auto& [name, tensor] : inputs[0]) {
-      std::vector<float> values(tensor.numel());
-      std::memcpy(values.data(), results[0].data() + offset, values.size() * sizeof(float));
-      offset += values.size() * sizeof(float);
-      result.emplace(name, Tensor(std::move(values), tensor.shape()));
-    }
-    const testing::Comparison cmp = testing::compare(result, testing::expected_average(method, inputs, nullptr));
-    if (!cmp.ok()) return "round " + std::to_string(round) + " (" + method_ + "): wrong average: " + cmp.first_bad;
+    const std::string problem = check_round(results, static_cast<std::size_t>(round) * floats * sizeof(float),
+                                            method_, seed_, static_cast<std::uint64_t>(round), sizes_);
+    if (!problem.empty()) return problem;
   }
   return "";
+}
+
+std::string check_round(const std::vector<std::string>& results, std::size_t offset, const std::string& method,
+                        std::uint64_t seed, std::uint64_t round, const std::vector<std::size_t>& sizes) {
+  std::size_t floats = 0;
+  for (std::size_t s : sizes) floats += s;
+  const std::string where = "round " + std::to_string(round) + " (" + method + "): ";
+  for (std::size_t n = 0; n < results.size(); ++n) {
+    if (results[n].size() < offset + floats * sizeof(float))
+      return where + "node " + std::to_string(n) + " wrote only " + std::to_string(results[n].size()) + " bytes";
+    if (results[n].compare(offset, floats * sizeof(float), results[0], offset, floats * sizeof(float)) != 0)
+      return where + "node " + std::to_string(n) + " got other bits than node 0";
+  }
+  std::vector<TensorMap> inputs;
+  for (std::size_t rank = 0; rank < results.size(); ++rank)
+    inputs.push_back(testing::make_gradients(seed, round, rank, sizes));
+  TensorMap result;
+  std::size_t at = offset;
+  for (const auto& [name, tensor] : inputs[0]) {
+    std::vector<float> values(tensor.numel());
+    std::memcpy(values.data(), results[0].data() + at, values.size() * sizeof(float));
+    at += values.size() * sizeof(float);
+    result.emplace(name, Tensor(std::move(values), tensor.shape()));
+  }
+  const testing::Comparison cmp =
+      testing::compare(result, testing::expected_average(CompressionMethod::parse(method), inputs, nullptr));
+  return cmp.ok() ? "" : where + "wrong average: " + cmp.first_bad;
 }
 
 // --- frames ------------------------------------------------------------------------

@@ -87,6 +87,12 @@ class ClientBatch {
   std::vector<std::string> outputs_;
 };
 
+// Empty when every node's bytes (from `offset` on) hold the same average of
+// round `round` of make_gradients(seed, round, rank, sizes) with `method`;
+// otherwise what is wrong.
+std::string check_round(const std::vector<std::string>& results, std::size_t offset, const std::string& method,
+                        std::uint64_t seed, std::uint64_t round, const std::vector<std::size_t>& sizes);
+
 // Ring frames, as a stranger would make them.
 std::vector<std::uint8_t> header_bytes(const wire::RingHeader& header);
 wire::RingHeader data_header(std::uint64_t generation, std::uint64_t op, std::uint32_t sender,

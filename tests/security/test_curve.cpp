@@ -218,7 +218,10 @@ BOOST_AUTO_TEST_CASE(strangers_without_a_ring_key_cannot_inject_anything) {
     BOOST_TEST(ring.counter(n, "formations") == formations[n]);
   }
   const std::string status = ring.status(target);
+  BOOST_TEST(status.find("\"last_rejection\":\"a CurveZMQ client at 127.0.0.1 with key ") != std::string::npos, status);
   BOOST_TEST(status.find("which is not one of the ring's keys") != std::string::npos, status);
+  BOOST_TEST(status.find("\"last_handshake_failure\":\"a client ") != std::string::npos, status);
+  BOOST_TEST(ring.log(target).find("connections refused by key") != std::string::npos);
   // And the ring still works.
   ClientBatch after(ring, "none", 23, 2, kSizes);
   BOOST_TEST(after.finish() == "");
