@@ -370,3 +370,87 @@ BOOST_AUTO_TEST_CASE(flood_for_the_next_op_does_not_crowd_out_its_summaries) {
   for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
   BOOST_TEST_MESSAGE(flooded << " frames for ops not begun yet");
 }
+
+// The IPC socket, from a local process that is not one of the node's ranks,
+// while the ranks run all-reduces: requests of another version, truncated,
+// with absurd sizes, for ranks it does not hold, frames over
+// max_message_bytes. Each decodable one is answered with an error; none
+// disturbs the ranks. (Random bytes on the IPC socket are in test_faults.)
+BOOST_AUTO_TEST_CASE(hostile_requests_on_the_ipc_socket_get_errors_and_disturb_no_rank) {
+  TestRing ring(setup());
+  ring.start_all();
+  ring.wait_up();
+  const std::size_t target = 2;
+  zmq::context_t context(1);
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::rcvtimeo, 100);
+  dealer.connect(ring.ipc(target));
+  const auto request = [](wire::IpcKind kind, std::uint64_t id, std::uint32_t rank) {
+    wire::IpcHeader h;
+    h.kind = kind;
+    h.request = id;
+    h.local_rank = rank;
+    return h;
+  };
+  std::vector<std::vector<Bytes>> answered;  // requests the daemon must answer with an error
+  answered.push_back({wire::encode_ipc_header(request(wire::IpcKind::hello, 1, 7))});   // rank out of range
+  answered.push_back({wire::encode_ipc_header(request(wire::IpcKind::status, 2, 0))});  // a status is fine
+  {
+    wire::IpcHeader submit = request(wire::IpcKind::submit, 3, 0);  // a rank held by another process
+    submit.manifest.method = "none";
+    submit.manifest.tensors.push_back({"t000", {1000}, 1000});
+    answered.push_back({wire::encode_ipc_header(submit), Bytes(4000, 0)});
+    wire::IpcHeader absurd = request(wire::IpcKind::attach, 4, 0);  // 2^60 bytes of shared buffer
+    absurd.wire_bytes = std::uint64_t{1} << 60;
+    answered.push_back({wire::encode_ipc_header(absurd)});
+    wire::IpcHeader reply_kind = request(wire::IpcKind::result, 5, 0);  // a kind only the daemon sends
+    answered.push_back({wire::encode_ipc_header(reply_kind)});
+    Bytes version = wire::encode_ipc_header(request(wire::IpcKind::status, 6, 0));
+    version[1] = 0x09;  // [version, type, ...]: another protocol version
+    answered.push_back({version});
+    Bytes cut = wire::encode_ipc_header(request(wire::IpcKind::status, 7, 0));
+    cut.resize(cut.size() / 2);
+    answered.push_back({cut});
+  }
+  const Bytes over(kMaxMessage + 1, 0x42);
+  std::atomic<bool> stop{false};
+  std::uint64_t sent = 0, errors = 0, statuses = 0, oversized = 0;
+  std::thread attack([&] {
+    while (!stop || sent < 100) {
+      for (const auto& parts : answered) {
+        for (std::size_t i = 0; i < parts.size(); ++i)
+          (void)dealer.send(zmq::buffer(parts[i]), i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+        ++sent;
+      }
+      if (sent % 70 == 0) {  // now and then one frame over the limit: the connection goes, the daemon stays
+        (void)dealer.send(zmq::buffer(over), zmq::send_flags::none);
+        ++oversized;
+      }
+      for (zmq::message_t reply; dealer.recv(reply, zmq::recv_flags::dontwait);) {
+        try {
+          const wire::IpcHeader h = wire::decode_ipc_header(reply.data<std::uint8_t>(), reply.size());
+          errors += h.kind == wire::IpcKind::error ? 1 : 0;
+          statuses += h.kind == wire::IpcKind::status ? 1 : 0;
+        } catch (const Error&) {
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  ClientBatch none(ring, "none", 100, 10, kSizes);
+  const std::string result = none.finish();
+  ClientBatch quant(ring, "quant:8", 101, 6, kSizes);
+  const std::string quant_result = quant.finish();
+  stop = true;
+  attack.join();
+  BOOST_TEST(result == "");
+  BOOST_TEST(quant_result == "");
+  BOOST_TEST(errors > 0u, "no error answers to " << sent << " hostile requests");
+  BOOST_TEST(statuses > 0u);
+  for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
+  BOOST_TEST_MESSAGE(sent << " hostile IPC requests and " << oversized << " oversized frames: " << errors
+                          << " error answers, " << statuses << " status answers");
+  ClientBatch after(ring, "none", 102, 2, kSizes);
+  BOOST_TEST(after.finish() == "");
+}
