@@ -173,7 +173,7 @@ BOOST_AUTO_TEST_CASE(deb_has_the_layout_the_dependencies_and_the_scripts, *utf::
                     root = work.path() + "/root", control = work.path() + "/control";
   const Run configure = run({ZRING_CMAKE, "-S", ZRING_SOURCE_DIR, "-B", build, "-G", ZRING_GENERATOR,
                              "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DCMAKE_INSTALL_PREFIX=/usr",
-                             "-DZRING_BUILD_TESTS=OFF", "-DZRING_BUILD_BENCH=OFF"},
+                             "-DZRING_BUILD_TESTS=OFF", "-DZRING_BUILD_BENCH=OFF", "-DZRING_BUILD_PYTHON=OFF"},
                             work.path(), 600s);
   BOOST_REQUIRE_MESSAGE(configure.status == 0, configure.out);
   // What the package installs (the examples and test helpers are not).
