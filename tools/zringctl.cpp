@@ -186,6 +186,11 @@ void print_status(const ptree& report) {
   std::cout << "\n            " << plural(count(report, "formations"), "formation") << ", "
             << report.get<std::string>("dropped") << " ring messages dropped ("
             << report.get<std::string>("malformed") << " malformed)\n";
+  // Refusals at the ring port (reports of older daemons do not have them).
+  std::cout << "ring port   CurveZMQ " << (flag(report, "curve") ? "on" : "off") << ", "
+            << report.get<std::string>("auth_rejected", "0") << " connections refused by key, "
+            << report.get<std::string>("handshakes_failed", "0") << " failed handshakes, "
+            << report.get<std::string>("disconnects", "0") << " disconnects\n";
   std::cout << "members\n";
   print_members(report);
   std::cout << "ops         " << report.get<std::string>("ops_done") << " done, " << report.get<std::string>("ops_failed")

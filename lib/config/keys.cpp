@@ -3,14 +3,12 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
 #include <zmq.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <system_error>
 #include <vector>
-
 #include <zring/error.hpp>
 
 namespace zring::config {
@@ -58,12 +56,14 @@ SecretKeyFile parse_key_text(std::string_view text) {
     ++line_number;
     if (line.empty() || line.front() == '#') continue;
     if (key)
-      return {{}, "has a second key line (line " + std::to_string(line_number) + ", after line " +
-                      std::to_string(key_line) + "); a secret key file holds one key"};
+      return {{},
+              "has a second key line (line " + std::to_string(line_number) + ", after line " +
+                  std::to_string(key_line) + "); a secret key file holds one key"};
     key = line;
     key_line = line_number;
   }
-  if (!key) return {{}, "holds no key (only blank or # comment lines); write one with zringctl keygen"};
+  if (!key)
+    return {{}, "holds no key (only blank or # comment lines); write one with zringctl keygen"};
   if (Problem problem = check_z85_key(*key, false); !problem.empty())
     return {{}, "line " + std::to_string(key_line) + ": the secret key " + problem};
   return {std::string(*key), {}};
@@ -77,8 +77,8 @@ Problem check_z85_key(std::string_view text, bool reveal) {
            std::to_string(kCurveKeyText) + " (zringctl keygen prints one)";
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (kZ85Alphabet.find(text[i]) == std::string_view::npos)
-      return "has " + (reveal ? quote(text.substr(i, 1)) : std::string("a character")) + " at position " +
-             std::to_string(i + 1) +
+      return "has " + (reveal ? quote(text.substr(i, 1)) : std::string("a character")) +
+             " at position " + std::to_string(i + 1) +
              ", which is not a Z85 character (0-9 a-z A-Z .-:+=^!/*?&<>()[]{}@%$#)";
   }
   CurveKey bytes{};
@@ -117,26 +117,33 @@ SecretKeyFile read_secret_key_file(const std::string& path) {
     return {{}, quote(path) + " is not an absolute path (expected /PATH/TO/NODE.key)"};
   // O_NONBLOCK: a FIFO must not stop zringd from starting.
   const Descriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  if (file.fd < 0) return {{}, quote(path) + ": cannot open the secret key file: " + errno_text(errno)};
+  if (file.fd < 0)
+    return {{}, quote(path) + ": cannot open the secret key file: " + errno_text(errno)};
   struct stat info {};
-  if (::fstat(file.fd, &info) != 0) return {{}, quote(path) + ": cannot stat it: " + errno_text(errno)};
+  if (::fstat(file.fd, &info) != 0)
+    return {{}, quote(path) + ": cannot stat it: " + errno_text(errno)};
   if (!S_ISREG(info.st_mode)) return {{}, quote(path) + " is not a regular file"};
   if ((info.st_mode & 0077) != 0)
-    return {{}, quote(path) + " has mode " + mode_text(info.st_mode) +
-                    ": other users than its owner may read or change the secret key (chmod 600 it)"};
+    return {{},
+            quote(path) + " has mode " + mode_text(info.st_mode) +
+                ": other users than its owner may read or change the secret key (chmod 600 it)"};
   if (static_cast<std::size_t>(info.st_size) > kMaxKeyFileBytes)
-    return {{}, quote(path) + " is " + std::to_string(info.st_size) +
-                    " bytes; a secret key file is one line (is this the right file?)"};
+    return {{},
+            quote(path) + " is " + std::to_string(info.st_size) +
+                " bytes; a secret key file is one line (is this the right file?)"};
   std::string text;
   std::vector<char> buffer(kMaxKeyFileBytes + 1);
   for (;;) {
     const ssize_t got = ::read(file.fd, buffer.data(), buffer.size());
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return {{}, quote(path) + ": cannot read the secret key file: " + errno_text(errno)};
+    if (got < 0)
+      return {{}, quote(path) + ": cannot read the secret key file: " + errno_text(errno)};
     if (got == 0) break;
     text.append(buffer.data(), static_cast<std::size_t>(got));
     if (text.size() > kMaxKeyFileBytes)
-      return {{}, quote(path) + " is larger than 4 KiB; a secret key file is one line (is this the right file?)"};
+      return {{},
+              quote(path) +
+                  " is larger than 4 KiB; a secret key file is one line (is this the right file?)"};
   }
   SecretKeyFile parsed = parse_key_text(text);
   if (!parsed.problem.empty()) parsed.problem = quote(path) + " " + parsed.problem;
@@ -147,7 +154,8 @@ KeyPair generate_key_pair() {
   char public_text[kCurveKeyText + 1];
   char secret_text[kCurveKeyText + 1];
   if (zmq_curve_keypair(public_text, secret_text) != 0)
-    throw Error(ErrorCode::internal, std::string("zmq_curve_keypair: ") + zmq_strerror(zmq_errno()) +
+    throw Error(ErrorCode::internal, std::string("zmq_curve_keypair: ") +
+                                         zmq_strerror(zmq_errno()) +
                                          " (is libzmq built with CurveZMQ?)");
   return {std::string(public_text, kCurveKeyText), std::string(secret_text, kCurveKeyText)};
 }

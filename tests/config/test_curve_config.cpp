@@ -2,16 +2,14 @@
 // nodes' public keys, this node's secret key file (its permissions, its
 // content, that it belongs to this node's public key), and every mistake
 // named by key and problem.
-#include <boost/test/unit_test.hpp>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
-
 #include <zring/config.hpp>
 #include <zring/error.hpp>
 
@@ -23,7 +21,8 @@ using zring::config::KeyPair;
 
 namespace {
 
-std::string config_error(const std::string& yaml, const std::optional<std::string>& node = std::nullopt) {
+std::string config_error(const std::string& yaml,
+                         const std::optional<std::string>& node = std::nullopt) {
   try {
     (void)zring::parse_config(yaml, "ring.yaml", node);
   } catch (const zring::Error& e) {
@@ -57,8 +56,8 @@ struct Keys {
     return path.string();
   }
   std::string key_file(std::size_t node, mode_t mode = 0600) const {
-    return file("n" + std::to_string(node) + ".key", zring::config::secret_key_file_text(pairs[node], "a test node"),
-                mode);
+    return file("n" + std::to_string(node) + ".key",
+                zring::config::secret_key_file_text(pairs[node], "a test node"), mode);
   }
   // nodes a, b, c with public keys (those in `without` have none), self a,
   // and `extra` appended.
@@ -66,8 +65,8 @@ struct Keys {
                    const std::string& node_extra = "") const {
     std::string yaml = "nodes:\n";
     for (std::size_t n = 0; n < 3; ++n) {
-      yaml += "  - {name: " + std::string(1, static_cast<char>('a' + n)) + ", address: tcp://10.0.0." +
-              std::to_string(n + 1) + ":7101";
+      yaml += "  - {name: " + std::string(1, static_cast<char>('a' + n)) +
+              ", address: tcp://10.0.0." + std::to_string(n + 1) + ":7101";
       if (std::find(without.begin(), without.end(), n) == without.end())
         yaml += ", public_key: '" + pairs[n].public_key + "'";
       if (n == 0) yaml += node_extra;
@@ -89,11 +88,13 @@ BOOST_AUTO_TEST_CASE(without_keys_there_is_no_curve) {
 BOOST_AUTO_TEST_CASE(keys_and_the_secret_key_file_are_read) {
   const Keys keys;
   const std::string path = keys.key_file(0);
-  const RingConfig ring = zring::parse_config(keys.ring("curve: {secret_key_file: " + path + "}\n"), "ring.yaml");
+  const RingConfig ring =
+      zring::parse_config(keys.ring("curve: {secret_key_file: " + path + "}\n"), "ring.yaml");
   BOOST_TEST_REQUIRE(ring.curve.has_value());
   BOOST_TEST(ring.curve->secret_key_file == path);
   BOOST_TEST(ring.curve->secret_key == keys.pairs[0].secret_key);
-  for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.nodes[n].public_key == keys.pairs[n].public_key);
+  for (std::size_t n = 0; n < 3; ++n)
+    BOOST_TEST(ring.nodes[n].public_key == keys.pairs[n].public_key);
   // A node's own secret_key_file wins over curve.secret_key_file.
   const std::string b = keys.key_file(1);
   std::string yaml = keys.ring("curve: {secret_key_file: " + path + "}\n");
@@ -106,14 +107,16 @@ BOOST_AUTO_TEST_CASE(keys_and_the_secret_key_file_are_read) {
 
 BOOST_AUTO_TEST_CASE(skip_leaves_the_secret_key_unread) {
   const Keys keys;
-  const RingConfig ring = zring::parse_config(keys.ring("curve: {secret_key_file: /nonexistent/a.key}\n"),
-                                              "ring.yaml", std::nullopt, zring::SecretKey::skip);
+  const RingConfig ring =
+      zring::parse_config(keys.ring("curve: {secret_key_file: /nonexistent/a.key}\n"), "ring.yaml",
+                          std::nullopt, zring::SecretKey::skip);
   BOOST_TEST_REQUIRE(ring.curve.has_value());
   BOOST_TEST(ring.curve->secret_key_file == "/nonexistent/a.key");
   BOOST_TEST(ring.curve->secret_key.empty());
-  BOOST_TEST(has(config_error(keys.ring("curve: {secret_key_file: /nonexistent/a.key}\n")),
-                 "ring.yaml: curve.secret_key_file: '/nonexistent/a.key': cannot open the secret key file: "
-                 "No such file or directory"));
+  BOOST_TEST(has(
+      config_error(keys.ring("curve: {secret_key_file: /nonexistent/a.key}\n")),
+      "ring.yaml: curve.secret_key_file: '/nonexistent/a.key': cannot open the secret key file: "
+      "No such file or directory"));
 }
 
 BOOST_AUTO_TEST_CASE(bad_public_keys_are_named) {
@@ -127,25 +130,35 @@ BOOST_AUTO_TEST_CASE(bad_public_keys_are_named) {
     return text;
   };
   BOOST_TEST(has(config_error(with(good.substr(0, 39))),
-                 "ring.yaml: nodes[1].public_key: '" + good.substr(0, 39) + "' is 39 characters long; a CurveZMQ key in Z85 has 40"));
-  BOOST_TEST(has(config_error(with(good + "x")), "nodes[1].public_key: '" + good + "x' is 41 characters long"));
+                 "ring.yaml: nodes[1].public_key: '" + good.substr(0, 39) +
+                     "' is 39 characters long; a CurveZMQ key in Z85 has 40"));
+  BOOST_TEST(has(config_error(with(good + "x")),
+                 "nodes[1].public_key: '" + good + "x' is 41 characters long"));
   BOOST_TEST(has(config_error(with(good.substr(0, 10) + "~" + good.substr(11))),
                  "nodes[1].public_key: '" + good.substr(0, 10) + "~" + good.substr(11) +
                      "' has '~' at position 11, which is not a Z85 character"));
   BOOST_TEST(has(config_error(with("")), "nodes[1].public_key: '' is 0 characters long"));
+  // '#' is the largest Z85 digit: five of them exceed 32 bits.
+  BOOST_TEST(has(config_error(with(std::string(40, '#'))),
+                 "nodes[1].public_key: '" + std::string(40, '#') +
+                     "' is not a valid Z85 key (a group of 5 characters is out of range)"));
   BOOST_TEST(has(config_error(with(keys.pairs[0].public_key)),
-                 "ring.yaml: nodes[1].public_key: the same key as nodes[0].public_key; every node needs its own key pair"));
+                 "ring.yaml: nodes[1].public_key: the same key as nodes[0].public_key; every node "
+                 "needs its own key pair"));
 }
 
 BOOST_AUTO_TEST_CASE(all_nodes_or_none_have_keys) {
   const Keys keys;
   const std::string file = "curve: {secret_key_file: " + keys.key_file(0) + "}\n";
   BOOST_TEST(has(config_error(keys.ring(file, {2})),
-                 "ring.yaml: nodes[2].public_key: missing; nodes[0] has one, so the ring uses CurveZMQ and every node "
+                 "ring.yaml: nodes[2].public_key: missing; nodes[0] has one, so the ring uses "
+                 "CurveZMQ and every node "
                  "needs its public key"));
-  BOOST_TEST(has(config_error(keys.ring(file, {0})), "ring.yaml: nodes[0].public_key: missing; nodes[1] has one"));
-  BOOST_TEST(has(config_error(keys.ring(file, {0, 1, 2})),
-                 "ring.yaml: nodes[0].public_key: missing; curve is set, so the ring uses CurveZMQ"));
+  BOOST_TEST(has(config_error(keys.ring(file, {0})),
+                 "ring.yaml: nodes[0].public_key: missing; nodes[1] has one"));
+  BOOST_TEST(
+      has(config_error(keys.ring(file, {0, 1, 2})),
+          "ring.yaml: nodes[0].public_key: missing; curve is set, so the ring uses CurveZMQ"));
   BOOST_TEST(has(config_error(keys.ring("", {0, 1, 2}, ", secret_key_file: /etc/zring/a.key")),
                  "ring.yaml: nodes[0].public_key: missing; nodes[0].secret_key_file is set"));
 }
@@ -153,14 +166,16 @@ BOOST_AUTO_TEST_CASE(all_nodes_or_none_have_keys) {
 BOOST_AUTO_TEST_CASE(this_node_needs_its_secret_key_file) {
   const Keys keys;
   BOOST_TEST(has(config_error(keys.ring("")),
-                 "ring.yaml: curve.secret_key_file: missing; the ring uses CurveZMQ, so node 'a' needs its secret "
+                 "ring.yaml: curve.secret_key_file: missing; the ring uses CurveZMQ, so node 'a' "
+                 "needs its secret "
                  "key file (set curve.secret_key_file, or nodes[0].secret_key_file)"));
   BOOST_TEST(has(config_error(keys.ring("curve: {secret_key_file: keys/a.key}\n")),
                  "ring.yaml: curve.secret_key_file: 'keys/a.key' is not an absolute path"));
   BOOST_TEST(has(config_error(keys.ring("", {}, ", secret_key_file: a.key")),
                  "ring.yaml: nodes[0].secret_key_file: 'a.key' is not an absolute path"));
-  BOOST_TEST(has(config_error(keys.ring("curve: /etc/a.key\n")),
-                 "ring.yaml: curve: expected a map like {secret_key_file: /etc/zring/keys/NODE.key}"));
+  BOOST_TEST(
+      has(config_error(keys.ring("curve: /etc/a.key\n")),
+          "ring.yaml: curve: expected a map like {secret_key_file: /etc/zring/keys/NODE.key}"));
   BOOST_TEST(has(config_error(keys.ring("curve: {secret_key: x}\n")),
                  "ring.yaml: curve.secret_key: unknown key; did you mean 'secret_key_file'?"));
 }
@@ -174,37 +189,47 @@ BOOST_AUTO_TEST_CASE(secret_key_file_must_be_private_and_hold_this_nodes_key) {
     const std::string path = keys.key_file(0, mode);
     char shown[8];
     std::snprintf(shown, sizeof shown, "%04o", static_cast<unsigned>(mode));
-    BOOST_TEST(has(error_with(path), "ring.yaml: curve.secret_key_file: '" + path + "' has mode " + shown +
-                                         ": other users than its owner may read or change the secret key (chmod 600 it)"));
+    BOOST_TEST(
+        has(error_with(path),
+            "ring.yaml: curve.secret_key_file: '" + path + "' has mode " + shown +
+                ": other users than its owner may read or change the secret key (chmod 600 it)"));
   }
-  BOOST_TEST(zring::parse_config(keys.ring("curve: {secret_key_file: " + keys.key_file(0, 0400) + "}\n"), "r")
+  BOOST_TEST(zring::parse_config(
+                 keys.ring("curve: {secret_key_file: " + keys.key_file(0, 0400) + "}\n"), "r")
                  .curve->secret_key == keys.pairs[0].secret_key);
   BOOST_TEST(has(error_with(keys.dir.string()), "' is not a regular file"));
   const std::string other = keys.key_file(1);
   const std::string message = error_with(other);
-  BOOST_TEST(has(message, "ring.yaml: curve.secret_key_file: '" + other + "' holds the secret key of public key '" +
-                              keys.pairs[1].public_key + "', not of node 'a''s public_key '" +
-                              keys.pairs[0].public_key + "'"));
+  BOOST_TEST(has(message, "ring.yaml: curve.secret_key_file: '" + other +
+                              "' holds the secret key of public key '" + keys.pairs[1].public_key +
+                              "', not of node 'a''s public_key '" + keys.pairs[0].public_key +
+                              "'"));
   BOOST_TEST(!has(message, keys.pairs[1].secret_key));
   BOOST_TEST(has(error_with(keys.file("empty.key", "# nothing\n\n")), "' holds no key"));
-  BOOST_TEST(has(error_with(keys.file("two.key", keys.pairs[0].secret_key + "\n" + keys.pairs[0].secret_key + "\n")),
+  BOOST_TEST(has(error_with(keys.file(
+                     "two.key", keys.pairs[0].secret_key + "\n" + keys.pairs[0].secret_key + "\n")),
                  "' has a second key line (line 2, after line 1)"));
-  const std::string bad_secret = keys.pairs[0].secret_key.substr(0, 20) + "~" + keys.pairs[0].secret_key.substr(21);
+  const std::string bad_secret =
+      keys.pairs[0].secret_key.substr(0, 20) + "~" + keys.pairs[0].secret_key.substr(21);
   const std::string bad = error_with(keys.file("bad.key", "# comment\n" + bad_secret + "\n"));
-  BOOST_TEST(has(bad, "' line 2: the secret key has a character at position 21, which is not a Z85 character"));
+  BOOST_TEST(
+      has(bad,
+          "' line 2: the secret key has a character at position 21, which is not a Z85 character"));
   BOOST_TEST(!has(bad, bad_secret));
   BOOST_TEST(has(error_with(keys.file("big.key", std::string(5000, '#'))), "' is 5000 bytes"));
   // The key alone on its line, with blanks around it and comments, is fine.
-  const std::string spaced = keys.file("spaced.key", "\n# a\n  " + keys.pairs[0].secret_key + "  \r\n\n");
-  BOOST_TEST(zring::parse_config(keys.ring("curve: {secret_key_file: " + spaced + "}\n"), "r").curve->secret_key ==
-             keys.pairs[0].secret_key);
+  const std::string spaced =
+      keys.file("spaced.key", "\n# a\n  " + keys.pairs[0].secret_key + "  \r\n\n");
+  BOOST_TEST(zring::parse_config(keys.ring("curve: {secret_key_file: " + spaced + "}\n"), "r")
+                 .curve->secret_key == keys.pairs[0].secret_key);
 }
 
 BOOST_AUTO_TEST_CASE(key_texts) {
   const KeyPair pair = zring::config::generate_key_pair();
   BOOST_TEST(zring::config::check_z85_key(pair.public_key).empty());
   BOOST_TEST(zring::config::public_key_of(pair.secret_key) == pair.public_key);
-  BOOST_TEST(zring::config::encode_z85_key(zring::config::decode_z85_key(pair.public_key)) == pair.public_key);
+  BOOST_TEST(zring::config::encode_z85_key(zring::config::decode_z85_key(pair.public_key)) ==
+             pair.public_key);
   BOOST_TEST(!zring::config::check_z85_key(std::string(40, ' ')).empty());
 }
 

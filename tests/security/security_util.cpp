@@ -3,7 +3,6 @@
 #include <cstring>
 #include <stdexcept>
 #include <thread>
-
 #include <zring/error.hpp>
 
 #include "client/status.hpp"
@@ -16,7 +15,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::string trim_line(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.pop_back();
   return text;
 }
 
@@ -30,10 +30,12 @@ TestRing::TestRing(RingSetup setup)
     if (setup_.curve) {
       // The tool operators use makes the keys.
       const std::string prefix = dir() + "/" + name(n);
-      proc::Process keygen = proc::Process::spawn(
-          {ZRING_ZRINGCTL_PATH, "keygen", "--out", prefix, "--node", name(n)}, dir() + "/keygen.log");
+      proc::Process keygen =
+          proc::Process::spawn({ZRING_ZRINGCTL_PATH, "keygen", "--out", prefix, "--node", name(n)},
+                               dir() + "/keygen.log");
       if (keygen.wait(std::chrono::seconds(30)).value_or(-1) != 0)
-        throw std::runtime_error("zringctl keygen failed: " + proc::read_file(dir() + "/keygen.log"));
+        throw std::runtime_error("zringctl keygen failed: " +
+                                 proc::read_file(dir() + "/keygen.log"));
       public_keys_.push_back(trim_line(proc::read_file(prefix + ".pub")));
       yaml += ", public_key: '" + public_keys_.back() + "', secret_key_file: '" + prefix + ".key'";
     }
@@ -43,23 +45,31 @@ TestRing::TestRing(RingSetup setup)
   yaml += "timeout_ms: " + std::to_string(setup_.timeout_ms) + "\n";
   yaml += "heartbeat_ms: " + std::to_string(setup_.heartbeat_ms) + "\n";
   yaml += "chunk_bytes: " + std::to_string(setup_.chunk_bytes) + "\n";
-  if (setup_.max_message_bytes != 0) yaml += "max_message_bytes: " + std::to_string(setup_.max_message_bytes) + "\n";
+  if (setup_.max_message_bytes != 0)
+    yaml += "max_message_bytes: " + std::to_string(setup_.max_message_bytes) + "\n";
   yaml += "log_level: debug\n";
   config_path_ = dir() + "/ring.yaml";
   proc::write_file(config_path_, yaml);
 }
 
-std::string TestRing::ipc(std::size_t n) const { return "ipc://" + dir() + "/" + name(n) + ".sock"; }
+std::string TestRing::ipc(std::size_t n) const {
+  return "ipc://" + dir() + "/" + name(n) + ".sock";
+}
 
-std::string TestRing::address(std::size_t n) const { return "tcp://127.0.0.1:" + std::to_string(port(n)); }
+std::string TestRing::address(std::size_t n) const {
+  return "tcp://127.0.0.1:" + std::to_string(port(n));
+}
 
-std::string TestRing::log(std::size_t n) const { return proc::read_file(dir() + "/" + name(n) + ".log"); }
+std::string TestRing::log(std::size_t n) const {
+  return proc::read_file(dir() + "/" + name(n) + ".log");
+}
 
 void TestRing::start_all() {
   for (std::size_t n = 0; n < setup_.nodes; ++n) {
     daemons_[n].kill();
-    daemons_[n] = proc::Process::spawn({ZRING_ZRINGD_PATH, "--config", config_path_, "--node", name(n)},
-                                       dir() + "/" + name(n) + ".log");
+    daemons_[n] =
+        proc::Process::spawn({ZRING_ZRINGD_PATH, "--config", config_path_, "--node", name(n)},
+                             dir() + "/" + name(n) + ".log");
   }
 }
 
@@ -73,8 +83,10 @@ void TestRing::wait_up() {
       } catch (const Error&) {
       }
       if (report.find("\"ring_up\":true") != std::string::npos) break;
-      if (!daemons_[n].running()) throw std::runtime_error("zringd " + name(n) + " exited:\n" + log(n));
-      if (Clock::now() > deadline) throw std::runtime_error("ring not up; log of " + name(n) + ":\n" + log(n));
+      if (!daemons_[n].running())
+        throw std::runtime_error("zringd " + name(n) + " exited:\n" + log(n));
+      if (Clock::now() > deadline)
+        throw std::runtime_error("ring not up; log of " + name(n) + ":\n" + log(n));
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
@@ -84,9 +96,12 @@ std::string TestRing::status(std::size_t n) const {
   return client::query_status(ipc(n), std::chrono::seconds(5));
 }
 
-std::uint64_t TestRing::counter(std::size_t n, const std::string& key) const { return json_number(status(n), key); }
+std::uint64_t TestRing::counter(std::size_t n, const std::string& key) const {
+  return json_number(status(n), key);
+}
 
-std::uint64_t TestRing::wait_counter_above(std::size_t n, const std::string& key, std::uint64_t above) const {
+std::uint64_t TestRing::wait_counter_above(std::size_t n, const std::string& key,
+                                           std::uint64_t above) const {
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   std::uint64_t value = counter(n, key);
   while (value <= above && Clock::now() < deadline) {
@@ -107,15 +122,19 @@ std::uint64_t json_number(const std::string& json, const std::string& key) {
 
 ClientBatch::ClientBatch(TestRing& ring, std::string method, std::uint64_t seed, int rounds,
                          std::vector<std::size_t> sizes)
-    : ring_(ring), method_(std::move(method)), seed_(seed), rounds_(rounds), sizes_(std::move(sizes)) {
+    : ring_(ring),
+      method_(std::move(method)),
+      seed_(seed),
+      rounds_(rounds),
+      sizes_(std::move(sizes)) {
   std::string list;
   for (std::size_t s : sizes_) list += (list.empty() ? "" : ",") + std::to_string(s);
   for (std::size_t n = 0; n < ring_.nodes(); ++n) {
     outputs_.push_back(ring_.dir() + "/out-" + std::to_string(seed_) + "-" + std::to_string(n));
-    clients_.push_back(proc::Process::spawn({ZRING_RING_CLIENT_PATH, ring_.ipc(n), "0", method_,
-                                             std::to_string(seed_), std::to_string(rounds_), list,
-                                             outputs_.back(), "20000"},
-                                            outputs_.back() + ".log"));
+    clients_.push_back(proc::Process::spawn(
+        {ZRING_RING_CLIENT_PATH, ring_.ipc(n), "0", method_, std::to_string(seed_),
+         std::to_string(rounds_), list, outputs_.back(), "20000"},
+        outputs_.back() + ".log"));
   }
 }
 
@@ -124,8 +143,8 @@ std::string ClientBatch::finish() {
   for (std::size_t n = 0; n < clients_.size(); ++n) {
     const int status = clients_[n].wait(std::chrono::seconds(300)).value_or(-1);
     if (status != 0)
-      problems += "client on node " + std::to_string(n) + " exited " + std::to_string(status) + ": " +
-                  proc::read_file(outputs_[n] + ".err") + "\n";
+      problems += "client on node " + std::to_string(n) + " exited " + std::to_string(status) +
+                  ": " + proc::read_file(outputs_[n] + ".err") + "\n";
   }
   if (!problems.empty()) return problems;
   std::size_t floats = 0;
@@ -133,22 +152,26 @@ std::string ClientBatch::finish() {
   std::vector<std::string> results;
   for (const std::string& out : outputs_) results.push_back(proc::read_file(out));
   for (int round = 0; round < rounds_; ++round) {
-    const std::string problem = check_round(results, static_cast<std::size_t>(round) * floats * sizeof(float),
-                                            method_, seed_, static_cast<std::uint64_t>(round), sizes_);
+    const std::string problem =
+        check_round(results, static_cast<std::size_t>(round) * floats * sizeof(float), method_,
+                    seed_, static_cast<std::uint64_t>(round), sizes_);
     if (!problem.empty()) return problem;
   }
   return "";
 }
 
-std::string check_round(const std::vector<std::string>& results, std::size_t offset, const std::string& method,
-                        std::uint64_t seed, std::uint64_t round, const std::vector<std::size_t>& sizes) {
+std::string check_round(const std::vector<std::string>& results, std::size_t offset,
+                        const std::string& method, std::uint64_t seed, std::uint64_t round,
+                        const std::vector<std::size_t>& sizes) {
   std::size_t floats = 0;
   for (std::size_t s : sizes) floats += s;
   const std::string where = "round " + std::to_string(round) + " (" + method + "): ";
   for (std::size_t n = 0; n < results.size(); ++n) {
     if (results[n].size() < offset + floats * sizeof(float))
-      return where + "node " + std::to_string(n) + " wrote only " + std::to_string(results[n].size()) + " bytes";
-    if (results[n].compare(offset, floats * sizeof(float), results[0], offset, floats * sizeof(float)) != 0)
+      return where + "node " + std::to_string(n) + " wrote only " +
+             std::to_string(results[n].size()) + " bytes";
+    if (results[n].compare(offset, floats * sizeof(float), results[0], offset,
+                           floats * sizeof(float)) != 0)
       return where + "node " + std::to_string(n) + " got other bits than node 0";
   }
   std::vector<TensorMap> inputs;
@@ -162,14 +185,16 @@ std::string check_round(const std::vector<std::string>& results, std::size_t off
     at += values.size() * sizeof(float);
     result.emplace(name, Tensor(std::move(values), tensor.shape()));
   }
-  const testing::Comparison cmp =
-      testing::compare(result, testing::expected_average(CompressionMethod::parse(method), inputs, nullptr));
+  const testing::Comparison cmp = testing::compare(
+      result, testing::expected_average(CompressionMethod::parse(method), inputs, nullptr));
   return cmp.ok() ? "" : where + "wrong average: " + cmp.first_bad;
 }
 
 // --- frames ------------------------------------------------------------------------
 
-std::vector<std::uint8_t> header_bytes(const wire::RingHeader& header) { return wire::encode_ring_header(header); }
+std::vector<std::uint8_t> header_bytes(const wire::RingHeader& header) {
+  return wire::encode_ring_header(header);
+}
 
 wire::RingHeader data_header(std::uint64_t generation, std::uint64_t op, std::uint32_t sender,
                              collective::Phase phase, std::uint32_t segment, std::uint32_t chunk,

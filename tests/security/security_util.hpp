@@ -50,7 +50,8 @@ class TestRing {
   [[nodiscard]] std::string status(std::size_t n) const;
   [[nodiscard]] std::uint64_t counter(std::size_t n, const std::string& key) const;
   // Waits (up to a generous bound) until counter(n, key) > above; returns its last value.
-  std::uint64_t wait_counter_above(std::size_t n, const std::string& key, std::uint64_t above) const;
+  std::uint64_t wait_counter_above(std::size_t n, const std::string& key,
+                                   std::uint64_t above) const;
 
  private:
   RingSetup setup_;
@@ -90,8 +91,9 @@ class ClientBatch {
 // Empty when every node's bytes (from `offset` on) hold the same average of
 // round `round` of make_gradients(seed, round, rank, sizes) with `method`;
 // otherwise what is wrong.
-std::string check_round(const std::vector<std::string>& results, std::size_t offset, const std::string& method,
-                        std::uint64_t seed, std::uint64_t round, const std::vector<std::size_t>& sizes);
+std::string check_round(const std::vector<std::string>& results, std::size_t offset,
+                        const std::string& method, std::uint64_t seed, std::uint64_t round,
+                        const std::vector<std::size_t>& sizes);
 
 // Ring frames, as a stranger would make them.
 std::vector<std::uint8_t> header_bytes(const wire::RingHeader& header);

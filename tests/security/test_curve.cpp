@@ -4,16 +4,13 @@
 // cannot get a single frame to a daemon: every result stays right, the
 // daemons' drop counters do not move, their refusal counters do.
 #define BOOST_TEST_MODULE security curve
-#include <boost/test/unit_test.hpp>
-
 #include <sys/stat.h>
 
 #include <atomic>
+#include <boost/test/unit_test.hpp>
 #include <random>
 #include <thread>
-
 #include <zmq.hpp>
-
 #include <zring/config.hpp>
 
 #include "config/keys.hpp"
@@ -63,7 +60,8 @@ struct Stranger {
     }
     push.connect(address);
   }
-  void send(const std::vector<std::uint8_t>& header, const std::vector<std::uint8_t>* payload = nullptr) {
+  void send(const std::vector<std::uint8_t>& header,
+            const std::vector<std::uint8_t>* payload = nullptr) {
     const auto more = payload ? zmq::send_flags::sndmore : zmq::send_flags::none;
     if (!push.send(zmq::buffer(header), more | zmq::send_flags::dontwait)) return;
     if (payload) (void)push.send(zmq::buffer(*payload), zmq::send_flags::dontwait);
@@ -76,7 +74,8 @@ struct Stranger {
 BOOST_AUTO_TEST_CASE(keygen_writes_a_private_secret_key_and_its_public_key) {
   proc::TempDir dir;
   const std::string prefix = dir.path() + "/a";
-  const Output made = run({ZRING_ZRINGCTL_PATH, "keygen", "--out", prefix, "--node", "a"}, dir.path() + "/1.log");
+  const Output made =
+      run({ZRING_ZRINGCTL_PATH, "keygen", "--out", prefix, "--node", "a"}, dir.path() + "/1.log");
   BOOST_TEST_REQUIRE(made.status == 0, made.out);
   struct stat info {};
   BOOST_TEST_REQUIRE(::stat((prefix + ".key").c_str(), &info) == 0);
@@ -109,13 +108,16 @@ BOOST_AUTO_TEST_CASE(zringd_refuses_a_secret_key_others_can_read) {
   const std::string key = ring.dir() + "/n1.key";
   BOOST_TEST_REQUIRE(::chmod(key.c_str(), 0644) == 0);
   const Output checked =
-      run({ZRING_ZRINGD_PATH, "--check-config", ring.config_path(), "--node", "n1"}, ring.dir() + "/check.log");
+      run({ZRING_ZRINGD_PATH, "--check-config", ring.config_path(), "--node", "n1"},
+          ring.dir() + "/check.log");
   BOOST_TEST(checked.status == 2, checked.out);
-  BOOST_TEST(checked.out.find("nodes[1].secret_key_file: '" + key + "' has mode 0644") != std::string::npos,
+  BOOST_TEST(checked.out.find("nodes[1].secret_key_file: '" + key + "' has mode 0644") !=
+                 std::string::npos,
              checked.out);
   // The other node's key is fine, and zringctl status needs no key at all.
   const Output other =
-      run({ZRING_ZRINGD_PATH, "--check-config", ring.config_path(), "--node", "n0"}, ring.dir() + "/check0.log");
+      run({ZRING_ZRINGD_PATH, "--check-config", ring.config_path(), "--node", "n0"},
+          ring.dir() + "/check0.log");
   BOOST_TEST(other.status == 0, other.out);
 }
 
@@ -123,11 +125,17 @@ BOOST_AUTO_TEST_CASE(ring_with_matching_keys_works) {
   TestRing ring(RingSetup{.nodes = 3, .curve = true});
   ring.start_all();
   ring.wait_up();
-  for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.status(n).find("\"curve\":true") != std::string::npos);
+  for (std::size_t n = 0; n < 3; ++n)
+    BOOST_TEST(ring.status(n).find("\"curve\":true") != std::string::npos);
   ClientBatch none(ring, "none", 11, 3, kSizes);
   BOOST_TEST(none.finish() == "");
   ClientBatch quant(ring, "quant:8", 12, 3, kSizes);
   BOOST_TEST(quant.finish() == "");
+  const Output shown =
+      run({ZRING_ZRINGCTL_PATH, "status", "--endpoint", ring.ipc(0)}, ring.dir() + "/status.log");
+  BOOST_TEST(shown.status == 0, shown.out);
+  BOOST_TEST(shown.out.find("ring port   CurveZMQ on, 0 connections refused by key") != std::string::npos,
+             shown.out);
   for (std::size_t n = 0; n < 3; ++n) {
     BOOST_TEST(ring.counter(n, "auth_rejected") == 0u);
     BOOST_TEST(ring.counter(n, "dropped") == 0u, ring.status(n));
@@ -158,8 +166,10 @@ BOOST_AUTO_TEST_CASE(strangers_without_a_ring_key_cannot_inject_anything) {
   std::vector<std::vector<std::uint8_t>> frames;
   const auto p = static_cast<std::uint32_t>(predecessor);
   for (std::uint64_t op = 0; op < 40; ++op) {
-    frames.push_back(header_bytes(data_header(generation, op, p, collective::Phase::manifest, p, 0, 1)));
-    frames.push_back(header_bytes(data_header(generation, op, p, collective::Phase::reduce, p, 0, 1)));
+    frames.push_back(
+        header_bytes(data_header(generation, op, p, collective::Phase::manifest, p, 0, 1)));
+    frames.push_back(
+        header_bytes(data_header(generation, op, p, collective::Phase::reduce, p, 0, 1)));
     frames.push_back(header_bytes(control_header(wire::RingKind::abort, generation, p, op)));
   }
   frames.push_back(header_bytes(control_header(wire::RingKind::heartbeat, generation + 2, p)));
@@ -179,7 +189,8 @@ BOOST_AUTO_TEST_CASE(strangers_without_a_ring_key_cannot_inject_anything) {
       Stranger plain(ring.address(target));
       Stranger keyed(ring.address(target), &ring.public_key(target));
       for (const auto& frame : frames) {
-        const bool data = frame.size() > 3 && frame[3] == static_cast<std::uint8_t>(wire::RingKind::data);
+        const bool data =
+            frame.size() > 3 && frame[3] == static_cast<std::uint8_t>(wire::RingKind::data);
         plain.send(frame, data ? &payload : nullptr);
         keyed.send(frame, data ? &payload : nullptr);
       }
@@ -199,16 +210,18 @@ BOOST_AUTO_TEST_CASE(strangers_without_a_ring_key_cannot_inject_anything) {
   // The stranger with keys of its own was refused by the ZAP handler, and
   // both failed their handshakes; waits for the counters rather than a time.
   const std::uint64_t rejected = ring.wait_counter_above(target, "auth_rejected", rejected_before);
-  const std::uint64_t failed = ring.wait_counter_above(target, "handshakes_failed", failed_before + 1);
+  const std::uint64_t failed =
+      ring.wait_counter_above(target, "handshakes_failed", failed_before + 1);
   stop = true;
   attack.join();
   BOOST_TEST(result == "");
   BOOST_TEST(quant_result == "");
   BOOST_TEST(rejected > rejected_before, ring.status(target));
   BOOST_TEST(failed > failed_before + 1, ring.status(target));
-  BOOST_TEST_MESSAGE(attempts << " connections by strangers offering " << offered << " frames; refused by key: "
-                              << ring.counter(target, "auth_rejected") - rejected_before << ", failed handshakes: "
-                              << ring.counter(target, "handshakes_failed") - failed_before);
+  BOOST_TEST_MESSAGE(
+      attempts << " connections by strangers offering " << offered << " frames; refused by key: "
+               << ring.counter(target, "auth_rejected") - rejected_before << ", failed handshakes: "
+               << ring.counter(target, "handshakes_failed") - failed_before);
   for (std::size_t n = 0; n < 3; ++n) {
     BOOST_TEST(ring.daemon(n).running());
     // Not one frame reached a daemon: nothing dropped, nothing malformed,
@@ -218,7 +231,9 @@ BOOST_AUTO_TEST_CASE(strangers_without_a_ring_key_cannot_inject_anything) {
     BOOST_TEST(ring.counter(n, "formations") == formations[n]);
   }
   const std::string status = ring.status(target);
-  BOOST_TEST(status.find("\"last_rejection\":\"a CurveZMQ client at 127.0.0.1 with key ") != std::string::npos, status);
+  BOOST_TEST(status.find("\"last_rejection\":\"a CurveZMQ client at 127.0.0.1 with key ") !=
+                 std::string::npos,
+             status);
   BOOST_TEST(status.find("which is not one of the ring's keys") != std::string::npos, status);
   BOOST_TEST(status.find("\"last_handshake_failure\":\"a client ") != std::string::npos, status);
   BOOST_TEST(ring.log(target).find("connections refused by key") != std::string::npos);

@@ -6,15 +6,12 @@
 // daemon keep running, and the drops be counted. (Random bytes on the ring
 // port and the IPC socket are in tests/integration/test_faults.cpp.)
 #define BOOST_TEST_MODULE security hostile frames
-#include <boost/test/unit_test.hpp>
-
 #include <atomic>
+#include <boost/test/unit_test.hpp>
 #include <map>
 #include <random>
 #include <thread>
-
 #include <zmq.hpp>
-
 #include <zring/error.hpp>
 
 #include "security/security_util.hpp"
@@ -58,9 +55,9 @@ bool decodes(const Bytes& bytes) {
 // be taken for a message the ring expects: each is undecodable, or of
 // another op or generation, or from the wrong sender, or carries an index
 // out of range.
-std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, std::uint32_t p, std::uint32_t s,
-                                                         std::uint64_t generation, std::uint64_t ops,
-                                                         std::mt19937& random) {
+std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, std::uint32_t p,
+                                                         std::uint32_t s, std::uint64_t generation,
+                                                         std::uint64_t ops, std::mt19937& random) {
   std::map<std::string, std::vector<Frame>> kinds;
   const Bytes valid = header_bytes(data_header(generation, ops + 1000, s, Phase::reduce, 0, 0, 1));
   const Bytes payload(4000, 0x3f);
@@ -77,7 +74,8 @@ std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, s
     kinds["wrong version"].push_back({{b}, true});
   }
   for (std::size_t cut = 0; cut < valid.size(); ++cut)
-    kinds["truncated msgpack"].push_back({{Bytes(valid.begin(), valid.begin() + static_cast<long>(cut))}, true});
+    kinds["truncated msgpack"].push_back(
+        {{Bytes(valid.begin(), valid.begin() + static_cast<long>(cut))}, true});
   while (kinds["corrupted msgpack"].size() < 200) {
     Bytes b = valid;
     for (int flips = 1 + static_cast<int>(random() % 3); flips > 0; --flips)
@@ -86,11 +84,11 @@ std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, s
   }
   // Lengths that promise far more than the frame holds, or absurd nesting.
   const std::vector<Bytes> absurd{
-      {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02},                    // array of 2^32 - 1 items
-      {0x9d, 0x01, 0x02, 0xdb, 0xff, 0xff, 0xff, 0xff, 'x'},         // str of 4 GiB as the kind
-      {0x9d, 0x01, 0x02, 0xc6, 0x7f, 0xff, 0xff, 0xff, 0x00},        // bin of 2 GiB
-      {0xdf, 0xff, 0xff, 0xff, 0xff},                                // map of 2^32 - 1 pairs
-      {0xdc, 0xff, 0xff},                                            // array16 of 65535, empty
+      {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02},              // array of 2^32 - 1 items
+      {0x9d, 0x01, 0x02, 0xdb, 0xff, 0xff, 0xff, 0xff, 'x'},   // str of 4 GiB as the kind
+      {0x9d, 0x01, 0x02, 0xc6, 0x7f, 0xff, 0xff, 0xff, 0x00},  // bin of 2 GiB
+      {0xdf, 0xff, 0xff, 0xff, 0xff},                          // map of 2^32 - 1 pairs
+      {0xdc, 0xff, 0xff},                                      // array16 of 65535, empty
   };
   for (const Bytes& b : absurd) kinds["absurd lengths"].push_back({{b}, true});
   {
@@ -111,22 +109,28 @@ std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, s
         {{header_bytes(data_header(g, ops, p, Phase::reduce, 0, 0, 1)), payload}, false});
   for (const std::uint32_t sender : {target, s, 7u, 0xffffffffu}) {
     if (sender == p) continue;
-    for (const wire::RingKind kind : {wire::RingKind::heartbeat, wire::RingKind::form, wire::RingKind::reform,
-                                      wire::RingKind::abort, wire::RingKind::up})
+    for (const wire::RingKind kind :
+         {wire::RingKind::heartbeat, wire::RingKind::form, wire::RingKind::reform,
+          wire::RingKind::abort, wire::RingKind::up})
       kinds["valid header, wrong sender"].push_back(
           {{header_bytes(control_header(kind, generation + 2, sender, ops))}, false});
     kinds["valid header, wrong sender"].push_back(
-        {{header_bytes(data_header(generation, ops, sender, Phase::reduce, 0, 0, 1)), payload}, false});
+        {{header_bytes(data_header(generation, ops, sender, Phase::reduce, 0, 0, 1)), payload},
+         false});
   }
   // The right generation, sender and ops around the current one, but no
   // index the op can have: every one must be dropped, never summed.
   for (std::uint64_t op = 0; op < ops + 8; ++op) {
     for (const Phase phase : {Phase::manifest, Phase::reduce, Phase::gather, Phase::blobs}) {
       auto& list = kinds["out-of-range indices"];
-      list.push_back({{header_bytes(data_header(generation, op, p, phase, 1000000, 0, 1)), payload}, false});
-      list.push_back({{header_bytes(data_header(generation, op, p, phase, 0, 1000000, 1)), payload}, false});
-      list.push_back({{header_bytes(data_header(generation, op, p, phase, 0, 0, 1000000)), payload}, false});
-      list.push_back({{header_bytes(data_header(generation, op, p, phase, target, 0, 0)), payload}, false});
+      list.push_back(
+          {{header_bytes(data_header(generation, op, p, phase, 1000000, 0, 1)), payload}, false});
+      list.push_back(
+          {{header_bytes(data_header(generation, op, p, phase, 0, 1000000, 1)), payload}, false});
+      list.push_back(
+          {{header_bytes(data_header(generation, op, p, phase, 0, 0, 1000000)), payload}, false});
+      list.push_back(
+          {{header_bytes(data_header(generation, op, p, phase, target, 0, 0)), payload}, false});
     }
   }
   // Framing: three frames, a control message with a payload, data without one.
@@ -149,8 +153,9 @@ struct Pusher {
   // Blocks while the connection comes up, so that every frame is delivered.
   void send(const Frame& frame) {
     for (std::size_t i = 0; i < frame.parts.size(); ++i)
-      (void)push.send(zmq::buffer(frame.parts[i]),
-                      i + 1 < frame.parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      (void)push.send(zmq::buffer(frame.parts[i]), i + 1 < frame.parts.size()
+                                                       ? zmq::send_flags::sndmore
+                                                       : zmq::send_flags::none);
   }
 };
 
@@ -171,12 +176,16 @@ BOOST_AUTO_TEST_CASE(hostile_frames_are_dropped_and_counted_while_all_reduces_st
   ClientBatch warmup(ring, "none", 30, 2, kSizes);
   BOOST_TEST_REQUIRE(warmup.finish() == "");
   std::mt19937 random(17);
-  for (const std::size_t target : {std::size_t{1}, std::size_t{0}}) {  // a member, then the coordinator
+  for (const std::size_t target :
+       {std::size_t{1}, std::size_t{0}}) {  // a member, then the coordinator
     BOOST_TEST_CONTEXT("target node " << target) {
-      const auto p = static_cast<std::uint32_t>((target + 2) % 3), s = static_cast<std::uint32_t>((target + 1) % 3);
+      const auto p = static_cast<std::uint32_t>((target + 2) % 3),
+                 s = static_cast<std::uint32_t>((target + 1) % 3);
       const std::uint64_t generation = ring.counter(target, "generation");
-      const std::uint64_t ops = ring.counter(target, "ops_done") + ring.counter(target, "ops_failed");
-      const auto kinds = hostile_frames(static_cast<std::uint32_t>(target), p, s, generation, ops, random);
+      const std::uint64_t ops =
+          ring.counter(target, "ops_done") + ring.counter(target, "ops_failed");
+      const auto kinds =
+          hostile_frames(static_cast<std::uint32_t>(target), p, s, generation, ops, random);
       const Counts before = counts(ring, target);
       const std::uint64_t formations = ring.counter(target, "formations");
       Pusher pusher(ring.address(target));
@@ -210,17 +219,20 @@ BOOST_AUTO_TEST_CASE(hostile_frames_are_dropped_and_counted_while_all_reduces_st
       BOOST_TEST(topk_result == "");
       // Every malformed frame counted as malformed, and at least every
       // frame that cannot belong to any op as dropped.
-      const std::uint64_t now_malformed = ring.wait_counter_above(target, "malformed", before.malformed + malformed - 1);
+      const std::uint64_t now_malformed =
+          ring.wait_counter_above(target, "malformed", before.malformed + malformed - 1);
       BOOST_TEST(now_malformed >= before.malformed + malformed, ring.status(target));
       const std::uint64_t sure_drops = sent - per_kind["out-of-range indices"];
-      const std::uint64_t now_dropped = ring.wait_counter_above(target, "dropped", before.dropped + sure_drops - 1);
+      const std::uint64_t now_dropped =
+          ring.wait_counter_above(target, "dropped", before.dropped + sure_drops - 1);
       BOOST_TEST(now_dropped >= before.dropped + sure_drops, ring.status(target));
       BOOST_TEST(ring.counter(target, "formations") == formations, "the ring re-formed");
       for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
       std::string summary;
-      for (const auto& [kind, count] : per_kind) summary += kind + ": " + std::to_string(count) + "; ";
-      BOOST_TEST_MESSAGE("node " << target << ": " << sent << " hostile frames (" << summary << "), dropped "
-                                 << now_dropped - before.dropped << ", malformed "
+      for (const auto& [kind, count] : per_kind)
+        summary += kind + ": " + std::to_string(count) + "; ";
+      BOOST_TEST_MESSAGE("node " << target << ": " << sent << " hostile frames (" << summary
+                                 << "), dropped " << now_dropped - before.dropped << ", malformed "
                                  << now_malformed - before.malformed);
     }
   }
@@ -286,7 +298,9 @@ BOOST_AUTO_TEST_CASE(flood_of_frames_is_dropped_while_all_reduces_stay_right) {
   std::vector<Frame> early;
   for (std::uint64_t op = ops; op < ops + 4; ++op)
     for (std::uint32_t chunk = 1; chunk <= 3000; ++chunk)
-      early.push_back({{header_bytes(data_header(generation, op, 0, Phase::manifest, 0, chunk, 1)), Bytes(64, 1)}, false});
+      early.push_back({{header_bytes(data_header(generation, op, 0, Phase::manifest, 0, chunk, 1)),
+                        Bytes(64, 1)},
+                       false});
   const Counts before = counts(ring, target);
   Pusher pusher(ring.address(target));
   std::uint64_t sent = 0;
@@ -306,7 +320,8 @@ BOOST_AUTO_TEST_CASE(flood_of_frames_is_dropped_while_all_reduces_stay_right) {
   flood.join();
   BOOST_TEST(none_result == "");
   BOOST_TEST(quant_result == "");
-  const std::uint64_t dropped = ring.wait_counter_above(target, "dropped", before.dropped + sent / 4);
+  const std::uint64_t dropped =
+      ring.wait_counter_above(target, "dropped", before.dropped + sent / 4);
   BOOST_TEST(dropped > before.dropped + sent / 4, ring.status(target));
   for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
   BOOST_TEST_MESSAGE(sent << " frames in the flood, " << dropped - before.dropped << " dropped");
@@ -339,15 +354,19 @@ BOOST_AUTO_TEST_CASE(flood_for_the_next_op_does_not_crowd_out_its_summaries) {
     BOOST_TEST_CONTEXT("round " << round) {
       // Between ops: the next op of this generation is the number of ops done.
       BOOST_TEST_REQUIRE(ring.counter(target, "formations") == 1u);
-      const std::uint64_t next = ring.counter(target, "ops_done") + ring.counter(target, "ops_failed");
+      const std::uint64_t next =
+          ring.counter(target, "ops_done") + ring.counter(target, "ops_failed");
       const std::uint64_t generation = ring.counter(target, "generation");
       const std::uint64_t dropped = ring.counter(target, "dropped");
       constexpr std::uint32_t kFrames = 3000;
       for (std::uint32_t chunk = 1; chunk <= kFrames; ++chunk)
-        pusher.send({{header_bytes(data_header(generation, next, 0, Phase::manifest, 0, chunk, 1)), Bytes(64, 7)}, false});
+        pusher.send({{header_bytes(data_header(generation, next, 0, Phase::manifest, 0, chunk, 1)),
+                      Bytes(64, 7)},
+                     false});
       flooded += kFrames;
       // All of them have arrived (and most at least were dropped).
-      BOOST_TEST(ring.wait_counter_above(target, "dropped", dropped + kFrames - 1025) > dropped + kFrames - 1025);
+      BOOST_TEST(ring.wait_counter_above(target, "dropped", dropped + kFrames - 1025) >
+                 dropped + kFrames - 1025);
       std::vector<std::string> files;
       for (std::size_t n = 0; n < 3; ++n)
         files.push_back(ring.dir() + "/next-" + std::to_string(round) + "-" + std::to_string(n));
@@ -358,7 +377,8 @@ BOOST_AUTO_TEST_CASE(flood_for_the_next_op_does_not_crowd_out_its_summaries) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       clients[1].send_line("round " + std::to_string(round) + " " + files[1]);
       for (std::size_t n = 0; n < 3; ++n) {
-        const std::string answer = clients[n].read_line(std::chrono::seconds(60)).value_or("no answer");
+        const std::string answer =
+            clients[n].read_line(std::chrono::seconds(60)).value_or("no answer");
         BOOST_TEST(answer == "ok", "node " << n << ": " << answer);
       }
       std::vector<std::string> results;
@@ -394,17 +414,21 @@ BOOST_AUTO_TEST_CASE(hostile_requests_on_the_ipc_socket_get_errors_and_disturb_n
     return h;
   };
   std::vector<std::vector<Bytes>> answered;  // requests the daemon must answer with an error
-  answered.push_back({wire::encode_ipc_header(request(wire::IpcKind::hello, 1, 7))});   // rank out of range
-  answered.push_back({wire::encode_ipc_header(request(wire::IpcKind::status, 2, 0))});  // a status is fine
+  answered.push_back(
+      {wire::encode_ipc_header(request(wire::IpcKind::hello, 1, 7))});  // rank out of range
+  answered.push_back(
+      {wire::encode_ipc_header(request(wire::IpcKind::status, 2, 0))});  // a status is fine
   {
-    wire::IpcHeader submit = request(wire::IpcKind::submit, 3, 0);  // a rank held by another process
+    wire::IpcHeader submit =
+        request(wire::IpcKind::submit, 3, 0);  // a rank held by another process
     submit.manifest.method = "none";
     submit.manifest.tensors.push_back({"t000", {1000}, 1000});
     answered.push_back({wire::encode_ipc_header(submit), Bytes(4000, 0)});
     wire::IpcHeader absurd = request(wire::IpcKind::attach, 4, 0);  // 2^60 bytes of shared buffer
     absurd.wire_bytes = std::uint64_t{1} << 60;
     answered.push_back({wire::encode_ipc_header(absurd)});
-    wire::IpcHeader reply_kind = request(wire::IpcKind::result, 5, 0);  // a kind only the daemon sends
+    wire::IpcHeader reply_kind =
+        request(wire::IpcKind::result, 5, 0);  // a kind only the daemon sends
     answered.push_back({wire::encode_ipc_header(reply_kind)});
     Bytes version = wire::encode_ipc_header(request(wire::IpcKind::status, 6, 0));
     version[1] = 0x09;  // [version, type, ...]: another protocol version
@@ -420,16 +444,19 @@ BOOST_AUTO_TEST_CASE(hostile_requests_on_the_ipc_socket_get_errors_and_disturb_n
     while (!stop || sent < 100) {
       for (const auto& parts : answered) {
         for (std::size_t i = 0; i < parts.size(); ++i)
-          (void)dealer.send(zmq::buffer(parts[i]), i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+          (void)dealer.send(zmq::buffer(parts[i]), i + 1 < parts.size() ? zmq::send_flags::sndmore
+                                                                        : zmq::send_flags::none);
         ++sent;
       }
-      if (sent % 70 == 0) {  // now and then one frame over the limit: the connection goes, the daemon stays
+      if (sent % 70 ==
+          0) {  // now and then one frame over the limit: the connection goes, the daemon stays
         (void)dealer.send(zmq::buffer(over), zmq::send_flags::none);
         ++oversized;
       }
       for (zmq::message_t reply; dealer.recv(reply, zmq::recv_flags::dontwait);) {
         try {
-          const wire::IpcHeader h = wire::decode_ipc_header(reply.data<std::uint8_t>(), reply.size());
+          const wire::IpcHeader h =
+              wire::decode_ipc_header(reply.data<std::uint8_t>(), reply.size());
           errors += h.kind == wire::IpcKind::error ? 1 : 0;
           statuses += h.kind == wire::IpcKind::status ? 1 : 0;
         } catch (const Error&) {
@@ -449,8 +476,8 @@ BOOST_AUTO_TEST_CASE(hostile_requests_on_the_ipc_socket_get_errors_and_disturb_n
   BOOST_TEST(errors > 0u, "no error answers to " << sent << " hostile requests");
   BOOST_TEST(statuses > 0u);
   for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
-  BOOST_TEST_MESSAGE(sent << " hostile IPC requests and " << oversized << " oversized frames: " << errors
-                          << " error answers, " << statuses << " status answers");
+  BOOST_TEST_MESSAGE(sent << " hostile IPC requests and " << oversized << " oversized frames: "
+                          << errors << " error answers, " << statuses << " status answers");
   ClientBatch after(ring, "none", 102, 2, kSizes);
   BOOST_TEST(after.finish() == "");
 }
