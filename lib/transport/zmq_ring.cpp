@@ -20,8 +20,28 @@ constexpr std::size_t kMaxEarly = 1024;
 
 // The ZAP endpoint libzmq asks (RFC 27); one handler per ZeroMQ context.
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
-constexpr int kMonitorEvents = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_DISCONNECTED;
+constexpr int kHandshakeFailed =
+    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+constexpr int kMonitorEvents = kHandshakeFailed | ZMQ_EVENT_DISCONNECTED;
+
+// How long after a failed handshake with the successor this node connects
+// to it again (the successor's key or ring file may have been fixed).
+constexpr auto kReconnectAfter = std::chrono::seconds(1);
+
+// The event number of a monitor message, after reading all of its frames;
+// nothing when no event is waiting.
+std::optional<std::uint16_t> next_event(zmq::socket_t& monitor) {
+  zmq::message_t event;
+  if (!monitor.recv(event, zmq::recv_flags::dontwait)) return std::nullopt;
+  std::uint16_t id = 0;
+  if (event.size() >= sizeof id) std::memcpy(&id, event.data(), sizeof id);
+  while (event.more()) {
+    zmq::message_t rest;
+    if (!monitor.recv(rest, zmq::recv_flags::dontwait)) break;
+    event = std::move(rest);
+  }
+  return id;
+}
 
 std::string ms_text(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
@@ -58,6 +78,7 @@ std::string frame_text(const zmq::message_t& frame) { return frame.to_string(); 
 ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
     : options_(std::move(options)), in_(context, zmq::socket_type::pull),
       out_(context, zmq::socket_type::push), monitor_(context, zmq::socket_type::pair),
+      out_monitor_(context, zmq::socket_type::pair),
       random_(std::random_device{}()) {
   const auto now = Clock::now();
   last_heard_ = next_heartbeat_ = next_form_ = now;
@@ -79,6 +100,13 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
   monitor_.set(zmq::sockopt::linger, 0);
   monitor_.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
   monitor_.connect(monitor_endpoint);
+  const std::string out_endpoint = monitor_endpoint + "-out";
+  if (zmq_socket_monitor(out_.handle(), out_endpoint.c_str(),
+                         kHandshakeFailed | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
+    throw Error(ErrorCode::internal, std::string("cannot monitor the ring socket: ") + zmq_strerror(zmq_errno()));
+  out_monitor_.set(zmq::sockopt::linger, 0);
+  out_monitor_.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
+  out_monitor_.connect(out_endpoint);
   if (options_.curve) setup_curve(context);
   const std::string& address = options_.addresses.at(options_.self);
   try {
@@ -97,7 +125,10 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
   out_.connect(options_.addresses.at((options_.self + 1) % nodes()));
 }
 
-ZmqRing::~ZmqRing() { (void)zmq_socket_monitor(in_.handle(), nullptr, 0); }
+ZmqRing::~ZmqRing() {
+  (void)zmq_socket_monitor(in_.handle(), nullptr, 0);
+  (void)zmq_socket_monitor(out_.handle(), nullptr, 0);
+}
 
 // The PULL socket becomes a CURVE server answering to this node's secret
 // key, with this ring's ZAP handler; the PUSH socket a CURVE client that
@@ -175,25 +206,42 @@ void ZmqRing::answer_zap() {
 // Monitor events: [u16 event, u32 value] then the endpoint.
 void ZmqRing::read_monitor() {
   for (int i = 0; i < 256; ++i) {
-    zmq::message_t event;
-    if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
-    std::uint16_t id = 0;
-    if (event.size() >= sizeof id) std::memcpy(&id, event.data(), sizeof id);
-    while (event.more()) {
-      zmq::message_t rest;
-      if (!monitor_.recv(rest, zmq::recv_flags::dontwait)) break;
-      event = std::move(rest);
-    }
-    if (id == ZMQ_EVENT_DISCONNECTED) {
+    const std::optional<std::uint16_t> id = next_event(monitor_);
+    if (!id) return;
+    if (*id == ZMQ_EVENT_DISCONNECTED) {
       ++counters_.disconnects;
-    } else if (id & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
+    } else if (*id & kHandshakeFailed) {
       ++counters_.handshakes_failed;
       counters_.last_handshake_failure =
-          id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH     ? "a client refused by the ZAP handler (its key is not the ring's)"
-          : id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "a client that broke the handshake (no CurveZMQ keys, the wrong "
-                                                        "server key, or another protocol)"
-                                                      : "a client that went away or failed during the handshake";
+          *id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "a client refused by the ZAP handler (its key is not the ring's)"
+          : *id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+              ? "a client that broke the handshake (no CurveZMQ keys, the wrong server key, or another protocol)"
+              : "a client that went away or failed during the handshake";
+    }
+  }
+}
+
+// What the successor made of this node's handshake: said in down_reason,
+// as a wrong key would otherwise only show as a ring that never forms.
+void ZmqRing::read_out_monitor() {
+  const std::size_t successor = (options_.self + 1) % nodes();
+  for (int i = 0; i < 256; ++i) {
+    const std::optional<std::uint16_t> id = next_event(out_monitor_);
+    if (!id) return;
+    if (*id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      successor_problem_.clear();
+      continue;
+    }
+    if (!reconnect_at_) reconnect_at_ = Clock::now() + kReconnectAfter;
+    if (*id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      successor_problem_ = describe(successor) +
+                           " refuses this node's CurveZMQ key (does its ring file have this node's current "
+                           "public_key?)";
+    } else if (*id & kHandshakeFailed) {
+      successor_problem_ = "the handshake with " + describe(successor) + " fails" +
+                           (options_.curve ? " (is its public_key in this node's ring file the right one, and does "
+                                             "it use CurveZMQ too?)"
+                                           : " (does it use CurveZMQ while this node does not?)");
     }
   }
 }
@@ -203,7 +251,21 @@ std::string ZmqRing::describe(std::size_t node) const {
   return "node '" + options_.names[node] + "' (" + options_.addresses[node] + ")";
 }
 
-std::string ZmqRing::down_reason() const { return up_ ? std::string() : down_reason_; }
+void ZmqRing::reconnect_successor() {
+  reconnect_at_.reset();
+  const std::string& address = options_.addresses.at((options_.self + 1) % nodes());
+  try {
+    out_.disconnect(address);
+  } catch (const zmq::error_t&) {
+    // ZeroMQ already forgot the endpoint when it ended the session.
+  }
+  out_.connect(address);
+}
+
+std::string ZmqRing::down_reason() const {
+  if (up_) return std::string();
+  return successor_problem_.empty() ? down_reason_ : down_reason_ + "; " + successor_problem_;
+}
 
 // --- sending -------------------------------------------------------------------
 
@@ -289,15 +351,17 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
   Deadline next = until;
   if (nodes() > 1) {
     next = std::min(next, next_heartbeat_);
+    if (reconnect_at_) next = std::min(next, *reconnect_at_);
     next = std::min(next, up_ ? last_heard_ + options_.timeout : next_form_);
   }
   auto wait = std::max<Clock::duration>(next - now, Clock::duration::zero());
   if (interrupt_) wait = std::min<Clock::duration>(wait, std::chrono::milliseconds(100));
-  std::array<zmq::pollitem_t, 5> items{};
+  std::array<zmq::pollitem_t, 6> items{};
   std::size_t count = 0;
   items[count++] = {in_.handle(), 0, ZMQ_POLLIN, 0};
   items[count++] = {out_.handle(), 0, static_cast<short>(outbox_.empty() ? 0 : ZMQ_POLLOUT), 0};
   items[count++] = {monitor_.handle(), 0, ZMQ_POLLIN, 0};
+  items[count++] = {out_monitor_.handle(), 0, ZMQ_POLLIN, 0};
   const std::size_t zap_at = count;
   if (zap_) items[count++] = {zap_.handle(), 0, ZMQ_POLLIN, 0};
   const std::size_t wake_at = count;
@@ -306,6 +370,7 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
   zmq::poll(items.data(), count, ms);
   if (items[1].revents & ZMQ_POLLOUT) flush();
   if (items[2].revents & ZMQ_POLLIN) read_monitor();
+  if (items[3].revents & ZMQ_POLLIN) read_out_monitor();
   if (zap_ && (items[zap_at].revents & ZMQ_POLLIN)) answer_zap();
   if (wake && (items[wake_at].revents & ZMQ_POLLIN)) *woken = true;
   std::optional<collective::Message> got;
@@ -491,6 +556,7 @@ void ZmqRing::on_abort(const RingHeader& header) {
 void ZmqRing::run_timers() {
   if (nodes() == 1) return;
   const auto now = Clock::now();
+  if (reconnect_at_ && now >= *reconnect_at_) reconnect_successor();
   if (now >= next_heartbeat_) {
     send_control(control(RingKind::heartbeat, generation_));
     next_heartbeat_ = now + options_.heartbeat;
@@ -540,7 +606,7 @@ void ZmqRing::adopt(std::uint64_t generation) {
 // --- ops -------------------------------------------------------------------------
 
 std::uint64_t ZmqRing::begin_op() {
-  if (!up_) throw Error(ErrorCode::peer_lost, "the ring is not up: " + down_reason_);
+  if (!up_) throw Error(ErrorCode::peer_lost, "the ring is not up: " + down_reason());
   const std::uint64_t op = next_op_++;
   if (poisoned_) {
     const std::string why = *poisoned_;

@@ -21,7 +21,8 @@
 // a CURVE client that knows its successor's key; a message must then also
 // come from the key of the node it names as sender. A monitor on the PULL
 // socket counts failed handshakes and closed connections (a frame over
-// max_message_bytes closes its connection inside ZeroMQ).
+// max_message_bytes closes its connection inside ZeroMQ); one on the PUSH
+// socket notes why the successor refuses this node (down_reason says it).
 // All of it runs on the thread that owns the ZmqRing (the daemon's ring
 // thread): ZeroMQ sockets are used from that thread only.
 #pragma once
@@ -146,6 +147,8 @@ class ZmqRing final : public collective::RingLink {
   void setup_curve(zmq::context_t& context);
   void answer_zap();
   void read_monitor();
+  void read_out_monitor();
+  void reconnect_successor();
   void on_control(const wire::RingHeader& header);
   void on_abort(const wire::RingHeader& header);
   void run_timers();
@@ -163,6 +166,11 @@ class ZmqRing final : public collective::RingLink {
   zmq::socket_t in_;       // PULL, bound at our address
   zmq::socket_t out_;      // PUSH, connected to the successor
   zmq::socket_t monitor_;  // PAIR: in_'s handshake and disconnect events
+  zmq::socket_t out_monitor_;  // PAIR: out_'s handshake events
+  std::string successor_problem_;  // why the last handshake with the successor failed
+  // ZeroMQ never reconnects after a failed handshake (a protocol error ends
+  // the session): when to connect to the successor again.
+  std::optional<collective::Deadline> reconnect_at_;
   std::vector<std::array<std::uint8_t, 32>> member_keys_;  // CurveZMQ: per node, binary
   std::deque<Outgoing> outbox_;
   std::deque<std::pair<std::uint64_t, collective::Message>> early_;  // the next op's messages that came before it began

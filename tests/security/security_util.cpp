@@ -65,12 +65,14 @@ std::string TestRing::log(std::size_t n) const {
 }
 
 void TestRing::start_all() {
-  for (std::size_t n = 0; n < setup_.nodes; ++n) {
-    daemons_[n].kill();
-    daemons_[n] =
-        proc::Process::spawn({ZRING_ZRINGD_PATH, "--config", config_path_, "--node", name(n)},
-                             dir() + "/" + name(n) + ".log");
-  }
+  for (std::size_t n = 0; n < setup_.nodes; ++n) start(n);
+}
+
+void TestRing::start(std::size_t n, const std::string& config_path) {
+  daemons_.at(n).kill();
+  daemons_[n] = proc::Process::spawn(
+      {ZRING_ZRINGD_PATH, "--config", config_path.empty() ? config_path_ : config_path, "--node", name(n)},
+      dir() + "/" + name(n) + ".log");
 }
 
 void TestRing::wait_up() {

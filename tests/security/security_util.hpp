@@ -32,6 +32,8 @@ class TestRing {
   TestRing& operator=(const TestRing&) = delete;
 
   void start_all();
+  // (Re)starts node n, from another ring file if given.
+  void start(std::size_t n, const std::string& config_path = "");
   // Waits until every daemon reports the ring up; throws with its log otherwise.
   void wait_up();
 

@@ -241,3 +241,44 @@ BOOST_AUTO_TEST_CASE(strangers_without_a_ring_key_cannot_inject_anything) {
   ClientBatch after(ring, "none", 23, 2, kSizes);
   BOOST_TEST(after.finish() == "");
 }
+
+// Node 2's ring file has a stale public key for node 1: node 2 refuses node
+// 1's connection, the ring cannot form, and both say why; with the right
+// file the ring forms and works.
+BOOST_AUTO_TEST_CASE(stale_public_key_is_refused_and_named_then_fixed) {
+  TestRing ring(RingSetup{.nodes = 3, .curve = true});
+  std::string stale = read_file(ring.config_path());
+  const std::string old_key = ring.public_key(1);
+  stale.replace(stale.find(old_key), old_key.size(), config::generate_key_pair().public_key);
+  const std::string stale_path = ring.dir() + "/stale.yaml";
+  proc::write_file(stale_path, stale);
+  ring.start(0);
+  ring.start(1);
+  ring.start(2, stale_path);
+  // Node 2 refuses node 1's key, again and again.
+  BOOST_TEST(ring.wait_counter_above(2, "auth_rejected", 1) > 1u, ring.status(2));
+  const std::string refused = ring.status(2);
+  BOOST_TEST(refused.find("with key " + old_key + ", which is not one of the ring's keys") != std::string::npos,
+             refused);
+  // Node 1 learns it from its side of the handshake.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::string reason;
+  while (reason.find("refuses this node's CurveZMQ key") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    reason = ring.status(1);
+  }
+  BOOST_TEST(reason.find("node 'n2' (" + ring.address(2) + ") refuses this node's CurveZMQ key") !=
+                 std::string::npos,
+             reason);
+  BOOST_TEST(reason.find("\"ring_up\":false") != std::string::npos);
+  // A client gets the reason as its error.
+  ClientBatch failing(ring, "none", 30, 1, kSizes);
+  const std::string failed = failing.finish();
+  BOOST_TEST(failed.find("refuses this node's CurveZMQ key") != std::string::npos, failed);
+  // The right file: the ring forms and works.
+  ring.start(2);
+  ring.wait_up();
+  ClientBatch fixed(ring, "none", 31, 2, kSizes);
+  BOOST_TEST(fixed.finish() == "");
+}
