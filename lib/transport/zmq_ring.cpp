@@ -1,11 +1,9 @@
 #include "transport/zmq_ring.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include <zring/error.hpp>
 
-#include "config/keys.hpp"
 
 namespace zring::transport {
 namespace {
@@ -17,31 +15,6 @@ using wire::RingKind;
 
 // Messages of the next op kept while this node has not begun it.
 constexpr std::size_t kMaxEarly = 1024;
-
-// The ZAP endpoint libzmq asks (RFC 27); one handler per ZeroMQ context.
-constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
-constexpr int kHandshakeFailed =
-    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
-constexpr int kMonitorEvents = kHandshakeFailed | ZMQ_EVENT_DISCONNECTED;
-
-// How long after a failed handshake with the successor this node connects
-// to it again (the successor's key or ring file may have been fixed).
-constexpr auto kReconnectAfter = std::chrono::seconds(1);
-
-// The event number of a monitor message, after reading all of its frames;
-// nothing when no event is waiting.
-std::optional<std::uint16_t> next_event(zmq::socket_t& monitor) {
-  zmq::message_t event;
-  if (!monitor.recv(event, zmq::recv_flags::dontwait)) return std::nullopt;
-  std::uint16_t id = 0;
-  if (event.size() >= sizeof id) std::memcpy(&id, event.data(), sizeof id);
-  while (event.more()) {
-    zmq::message_t rest;
-    if (!monitor.recv(rest, zmq::recv_flags::dontwait)) break;
-    event = std::move(rest);
-  }
-  return id;
-}
 
 std::string ms_text(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
@@ -65,14 +38,6 @@ zmq::message_t share(const collective::Bytes& bytes) {
                         keep);
 }
 
-void set_key(zmq::socket_t& socket, int option, const config::CurveKey& key) {
-  if (zmq_setsockopt(socket.handle(), option, key.data(), key.size()) != 0)
-    throw Error(ErrorCode::internal, std::string("cannot set a CurveZMQ key on a ring socket: ") +
-                                         zmq_strerror(zmq_errno()));
-}
-
-std::string frame_text(const zmq::message_t& frame) { return frame.to_string(); }
-
 }  // namespace
 
 ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
@@ -92,21 +57,7 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
   out_.set(zmq::sockopt::immediate, 1);  // never queue for a successor that is not there
   out_.set(zmq::sockopt::reconnect_ivl, 100);
   out_.set(zmq::sockopt::reconnect_ivl_max, 1000);
-  // Handshake failures and closed connections on the ring port, for the counters.
-  const std::string monitor_endpoint =
-      "inproc://zring-ring-monitor-" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
-  if (zmq_socket_monitor(in_.handle(), monitor_endpoint.c_str(), kMonitorEvents) != 0)
-    throw Error(ErrorCode::internal, std::string("cannot monitor the ring socket: ") + zmq_strerror(zmq_errno()));
-  monitor_.set(zmq::sockopt::linger, 0);
-  monitor_.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
-  monitor_.connect(monitor_endpoint);
-  const std::string out_endpoint = monitor_endpoint + "-out";
-  if (zmq_socket_monitor(out_.handle(), out_endpoint.c_str(),
-                         kHandshakeFailed | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
-    throw Error(ErrorCode::internal, std::string("cannot monitor the ring socket: ") + zmq_strerror(zmq_errno()));
-  out_monitor_.set(zmq::sockopt::linger, 0);
-  out_monitor_.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
-  out_monitor_.connect(out_endpoint);
+  watch_sockets();
   if (options_.curve) setup_curve(context);
   const std::string& address = options_.addresses.at(options_.self);
   try {
@@ -125,141 +76,9 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
   out_.connect(options_.addresses.at((options_.self + 1) % nodes()));
 }
 
-ZmqRing::~ZmqRing() {
-  (void)zmq_socket_monitor(in_.handle(), nullptr, 0);
-  (void)zmq_socket_monitor(out_.handle(), nullptr, 0);
-}
-
-// The PULL socket becomes a CURVE server answering to this node's secret
-// key, with this ring's ZAP handler; the PUSH socket a CURVE client that
-// expects its successor's public key.
-void ZmqRing::setup_curve(zmq::context_t& context) {
-  const CurveKeys& keys = *options_.curve;
-  if (keys.public_keys.size() != nodes())
-    throw Error(ErrorCode::internal, "CurveZMQ: " + std::to_string(keys.public_keys.size()) +
-                                         " public keys for " + std::to_string(nodes()) + " nodes");
-  for (const std::string& key : keys.public_keys) member_keys_.push_back(config::decode_z85_key(key));
-  const config::CurveKey secret = config::decode_z85_key(keys.secret_key);
-  zap_ = zmq::socket_t(context, zmq::socket_type::rep);
-  zap_.set(zmq::sockopt::linger, 0);
-  zap_.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
-  try {
-    zap_.bind(kZapEndpoint);
-  } catch (const zmq::error_t& e) {
-    throw Error(ErrorCode::internal, std::string("cannot start the ring's CurveZMQ ZAP handler on ") +
-                                         kZapEndpoint + ": " + e.what() +
-                                         " (another one in this ZeroMQ context?)");
-  }
-  in_.set(zmq::sockopt::curve_server, 1);
-  in_.set(zmq::sockopt::zap_domain, "zring");
-  set_key(in_, ZMQ_CURVE_SECRETKEY, secret);
-  set_key(out_, ZMQ_CURVE_SERVERKEY, member_keys_[(options_.self + 1) % nodes()]);
-  set_key(out_, ZMQ_CURVE_PUBLICKEY, member_keys_[options_.self]);
-  set_key(out_, ZMQ_CURVE_SECRETKEY, secret);
-}
-
-// One ZAP request (RFC 27): [version, request id, domain, address, routing
-// id, mechanism, credentials...]. A CURVE client is admitted when its public
-// key is a ring member's; its messages then carry the member's name as
-// User-Id. Everything else is refused and counted.
-void ZmqRing::answer_zap() {
-  for (int i = 0; i < 64; ++i) {
-    std::vector<zmq::message_t> request;
-    zmq::message_t frame;
-    if (!zap_.recv(frame, zmq::recv_flags::dontwait)) return;
-    request.push_back(std::move(frame));
-    while (request.back().more()) {
-      zmq::message_t part;
-      if (!zap_.recv(part, zmq::recv_flags::dontwait)) break;
-      request.push_back(std::move(part));
-    }
-    std::string status = "400", text = "not a key of this ring", user;
-    std::string who = "a client";
-    if (request.size() >= 7 && frame_text(request[5]) == "CURVE" && request[6].size() == 32) {
-      config::CurveKey key{};
-      std::memcpy(key.data(), request[6].data(), key.size());
-      const auto member = std::find(member_keys_.begin(), member_keys_.end(), key);
-      if (member != member_keys_.end()) {
-        status = "200";
-        text = "OK";
-        user = options_.names[static_cast<std::size_t>(member - member_keys_.begin())];
-      }
-      who = "a CurveZMQ client at " + frame_text(request[3]) + " with key " + config::encode_z85_key(key);
-    } else if (request.size() >= 6) {
-      who = "a " + frame_text(request[5]) + " client at " + frame_text(request[3]);
-    }
-    if (status != "200") {
-      ++counters_.auth_rejected;
-      counters_.last_rejection = who + ", which is not one of the ring's keys";
-    }
-    const std::string version = request.empty() ? "1.0" : frame_text(request[0]);
-    const std::string id = request.size() > 1 ? frame_text(request[1]) : "";
-    (void)zap_.send(zmq::buffer(version), zmq::send_flags::sndmore);
-    (void)zap_.send(zmq::buffer(id), zmq::send_flags::sndmore);
-    (void)zap_.send(zmq::buffer(status), zmq::send_flags::sndmore);
-    (void)zap_.send(zmq::buffer(text), zmq::send_flags::sndmore);
-    (void)zap_.send(zmq::buffer(user), zmq::send_flags::sndmore);
-    (void)zap_.send(zmq::message_t(), zmq::send_flags::none);
-  }
-}
-
-// Monitor events: [u16 event, u32 value] then the endpoint.
-void ZmqRing::read_monitor() {
-  for (int i = 0; i < 256; ++i) {
-    const std::optional<std::uint16_t> id = next_event(monitor_);
-    if (!id) return;
-    if (*id == ZMQ_EVENT_DISCONNECTED) {
-      ++counters_.disconnects;
-    } else if (*id & kHandshakeFailed) {
-      ++counters_.handshakes_failed;
-      counters_.last_handshake_failure =
-          *id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "a client refused by the ZAP handler (its key is not the ring's)"
-          : *id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-              ? "a client that broke the handshake (no CurveZMQ keys, the wrong server key, or another protocol)"
-              : "a client that went away or failed during the handshake";
-    }
-  }
-}
-
-// What the successor made of this node's handshake: said in down_reason,
-// as a wrong key would otherwise only show as a ring that never forms.
-void ZmqRing::read_out_monitor() {
-  const std::size_t successor = (options_.self + 1) % nodes();
-  for (int i = 0; i < 256; ++i) {
-    const std::optional<std::uint16_t> id = next_event(out_monitor_);
-    if (!id) return;
-    if (*id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-      successor_problem_.clear();
-      continue;
-    }
-    if (!reconnect_at_) reconnect_at_ = Clock::now() + kReconnectAfter;
-    if (*id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-      successor_problem_ = describe(successor) +
-                           " refuses this node's CurveZMQ key (does its ring file have this node's current "
-                           "public_key?)";
-    } else if (*id & kHandshakeFailed) {
-      successor_problem_ = "the handshake with " + describe(successor) + " fails" +
-                           (options_.curve ? " (is its public_key in this node's ring file the right one, and does "
-                                             "it use CurveZMQ too?)"
-                                           : " (does it use CurveZMQ while this node does not?)");
-    }
-  }
-}
-
 std::string ZmqRing::describe(std::size_t node) const {
   if (node >= nodes()) return "node #" + std::to_string(node);
   return "node '" + options_.names[node] + "' (" + options_.addresses[node] + ")";
-}
-
-void ZmqRing::reconnect_successor() {
-  reconnect_at_.reset();
-  const std::string& address = options_.addresses.at((options_.self + 1) % nodes());
-  try {
-    out_.disconnect(address);
-  } catch (const zmq::error_t&) {
-    // ZeroMQ already forgot the endpoint when it ended the session.
-  }
-  out_.connect(address);
 }
 
 std::string ZmqRing::down_reason() const {

@@ -144,6 +144,8 @@ class ZmqRing final : public collective::RingLink {
                                               std::optional<zmq::message_t> payload,
                                               std::optional<std::size_t> authenticated);
   void keep_early(const wire::RingHeader& header, collective::Message msg);
+  // ring_guard.cpp
+  void watch_sockets();
   void setup_curve(zmq::context_t& context);
   void answer_zap();
   void read_monitor();
