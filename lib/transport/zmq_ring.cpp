@@ -329,14 +329,19 @@ void ZmqRing::on_control(const RingHeader& header) {
     case RingKind::form:
       if (coordinator()) {
         if (header.generation != 0 && header.generation == forming_) {
-          adopt(forming_);
+          adopt(forming_, down_reason_);
           forming_ = 0;
           send_control(control(RingKind::up, generation_));
         }
         return;
       }
-      if (header.generation != generation_ || up_) adopt(header.generation);
-      send_control(control(RingKind::form, header.generation));
+      if (header.generation != generation_ || up_) adopt(header.generation, header.text);
+      {
+        // Passed on with the coordinator's reason, so every node can name it.
+        RingHeader form = control(RingKind::form, header.generation);
+        form.text = header.text;
+        send_control(form);
+      }
       return;
     case RingKind::up:
       if (header.generation != generation_ || up_) return;
@@ -388,7 +393,9 @@ void ZmqRing::run_timers() {
     next_form_ = now + std::max<Clock::duration>(options_.heartbeat, std::chrono::milliseconds(200));
     if (coordinator()) {
       forming_ = random_() | 1;  // never 0: 0 means "no generation"
-      send_control(control(RingKind::form, forming_));
+      RingHeader form = control(RingKind::form, forming_);
+      form.text = down_reason_;  // why the ring is re-forming: names the node
+      send_control(form);
     } else {
       RingHeader reform = control(RingKind::reform, generation_);
       reform.origin = static_cast<std::uint32_t>(options_.self);
@@ -410,14 +417,15 @@ void ZmqRing::go_down(const std::string& why, bool request_reform) {
   send_control(reform);
 }
 
-void ZmqRing::adopt(std::uint64_t generation) {
+void ZmqRing::adopt(std::uint64_t generation, const std::string& why) {
+  const std::string cause = why.empty() ? std::string("a node restarted or failed") : why;
   if (op_ && !op_failure_)
-    op_failure_ = {static_cast<int>(ErrorCode::aborted),
-                   "the ring re-formed during the op (a node restarted or failed)"};
+    op_failure_ = {static_cast<int>(ErrorCode::aborted), "the ring re-formed during the op: " + cause};
   generation_ = generation;
   up_ = false;
-  down_reason_ = "the ring is forming";
+  down_reason_ = "the ring is re-forming: " + cause;
   next_op_ = 0;
+  poisoned_.reset();  // an abort of the old generation's op says nothing about the new one
   early_.clear();
   ++counters_.formations;
 }

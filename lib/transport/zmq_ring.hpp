@@ -155,7 +155,7 @@ class ZmqRing final : public collective::RingLink {
   void on_abort(const wire::RingHeader& header);
   void run_timers();
   void go_down(const std::string& why, bool request_reform);
-  void adopt(std::uint64_t generation);
+  void adopt(std::uint64_t generation, const std::string& why);
   void send_control(wire::RingHeader header);
   void enqueue(const wire::RingHeader& header, std::optional<zmq::message_t> payload);
   void flush();
