@@ -286,8 +286,13 @@ void IpcServer::assemble() {
           requests[0].manifest, rank_name(0), requests[l].manifest, rank_name(l));
       if (!diff.empty()) job.failure = Failure{ErrorCode::manifest_mismatch, "manifest mismatch: " + diff};
     }
-    if (!job.failure)
+    if (!job.failure) {
       for (const Request& r : requests) job.values.push_back(r.values);
+      if (requests[0].region) {
+        job.output = reinterpret_cast<float*>(requests[0].region->data());
+        job.output_owner = requests[0].region;
+      }
+    }
     running_ops_.emplace(job.id, std::move(requests));
     worker_.submit(std::move(job));
   }
@@ -399,7 +404,9 @@ void IpcServer::reply_result(const Request& r, const OpDone& done, std::uint64_t
     return;
   }
   // The client reads the average where it wrote its gradients.
-  if (done.elements != 0) std::memcpy(r.region->data(), done.values.get(), done.elements * sizeof(float));
+  const auto* values = reinterpret_cast<const std::uint8_t*>(done.values.get());
+  if (done.elements != 0 && values != r.region->data())
+    std::memcpy(r.region->data(), values, done.elements * sizeof(float));
   send(r.client, result);
 }
 

@@ -216,6 +216,11 @@ void RingWorker::execute(OpJob& job) {
     std::memcpy(copy.data(), p, elements * sizeof(float));
     input.ranks.push_back(copy.data());
   }
+  if (!job.failure && job.output &&
+      reinterpret_cast<std::uintptr_t>(job.output) % alignof(float) == 0) {
+    input.output = job.output;
+    input.output_owner = job.output_owner;
+  }
   if (job.failure) {
     input.ranks.clear();
     input.error = job.failure->text;

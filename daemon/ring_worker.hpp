@@ -44,6 +44,10 @@ struct OpJob {
   // Per local rank, the fused float32 values (in a ZeroMQ message or a
   // shared buffer, kept alive by the Bytes).
   std::vector<collective::Bytes> values;
+  // Where the averages go when local rank 0 handed its values over in a
+  // shared buffer: that buffer itself, so no copy is needed to return them.
+  float* output = nullptr;
+  std::shared_ptr<void> output_owner;
   std::optional<Failure> failure;          // the node cannot take part in this op
   std::optional<std::size_t> reset_rank;   // a reset job, not an op
 };

@@ -4,8 +4,11 @@
 //       [--local-rank L] --plan BYTES:WARMUP:ITERS,... --out FILE [--timeout-ms T]
 //
 // Connects to its node's daemon exactly as a training process would
-// (CompressedAllReduce::connect) and times each all_reduce of one tensor:
-// the copy into the IPC message, the ring, and the result handed back. The
+// (CompressedAllReduce::connect) and times each all_reduce_in_place of one
+// tensor, as a training loop would call it: the copy into the shared buffer
+// (or the IPC message), the ring, and the averages copied back over the
+// tensor. Like the peers' inputs, the tensor is restored before each op,
+// outside the timed region. The
 // wire bytes of an op are the growth of traffic().wire_bytes: what this
 // rank's node sent on the ring. A size whose ops fail is reported on stderr
 // ("error at BYTES bytes: ...") and left out of the timings.
@@ -26,13 +29,18 @@ namespace {
 
 void run_step(zring::CompressedAllReduce& ar, const zring::TensorMap& grads,
               const zb::SizeStep& step, zb::TimingsFile& out) {
-  for (int i = 0; i < step.warmup; ++i) (void)ar.all_reduce(grads);
+  zring::TensorMap work = grads;
+  for (int i = 0; i < step.warmup; ++i) {
+    work = grads;
+    ar.all_reduce_in_place(work);
+  }
   for (int i = 0; i < step.iters; ++i) {
+    work.at("grad").data() = grads.at("grad").data();  // the same storage, refilled
     const std::uint64_t wire_before = ar.traffic().wire_bytes;
     const std::int64_t start = zb::now_ns();
-    const zring::TensorMap result = ar.all_reduce(grads);
+    ar.all_reduce_in_place(work);
     const double seconds = zb::seconds_since(start);
-    const auto& values = result.at("grad").data();
+    const auto& values = work.at("grad").data();
     out.row(step.bytes, i, seconds, ar.traffic().wire_bytes - wire_before,
             zb::checksum(values.data(), values.size()));
   }

@@ -54,6 +54,12 @@ class CompressedAllReduce {
   // The result has the same names and shapes as the input.
   [[nodiscard]] TensorMap all_reduce(const TensorMap& gradients);
 
+  // The same op as all_reduce, with the averages written over the values of
+  // `gradients` (same bits as all_reduce would return). Connected, it
+  // allocates nothing per call: the form for large tensors in a loop. When
+  // it throws, `gradients` is unchanged.
+  void all_reduce_in_place(TensorMap& gradients);
+
   // The genuine compressed all-reduce given the other ranks' compressed
   // gradients (one map per other rank): each parameter's contributions are
   // summed in the dense domain and divided by the number of contributions.

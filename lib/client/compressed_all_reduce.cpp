@@ -36,6 +36,10 @@ TensorMap CompressedAllReduce::all_reduce(const TensorMap& gradients) {
   return checked(impl_).all_reduce(gradients);
 }
 
+void CompressedAllReduce::all_reduce_in_place(TensorMap& gradients) {
+  checked(impl_).all_reduce_in_place(gradients);
+}
+
 TensorMap CompressedAllReduce::all_reduce_with_peers(const TensorMap& gradients,
                                                      const std::vector<CompressedMap>& peers) {
   return checked(impl_).all_reduce_with_peers(gradients, peers);

@@ -58,6 +58,48 @@ class Connected final : public CompressedAllReduce::Impl {
   }
 
   TensorMap all_reduce(const TensorMap& gradients) override {
+    Reply reply = reduce(gradients);
+    TensorMap out;
+    std::size_t at = 0;
+    for (const auto& [name, tensor] : gradients) {
+      std::vector<float> v(tensor.numel());
+      if (!v.empty()) std::memcpy(v.data(), reply.values + at, v.size() * 4);
+      at += v.size() * 4;
+      out.emplace(name, Tensor(std::move(v), tensor.shape()));
+    }
+    return out;
+  }
+
+  void all_reduce_in_place(TensorMap& gradients) override {
+    Reply reply = reduce(gradients);
+    std::size_t at = 0;
+    for (auto& [name, tensor] : gradients) {
+      if (tensor.numel() != 0) std::memcpy(tensor.data().data(), reply.values + at, tensor.numel() * 4);
+      at += tensor.numel() * 4;
+    }
+  }
+
+  TensorMap all_reduce_with_peers(const TensorMap& gradients,
+                                  const std::vector<CompressedMap>& peers) override {
+    return local_.average(gradients, peers);
+  }
+  CompressedMap compress_for_transmission(const TensorMap& gradients) override {
+    return local_.compress(gradients);
+  }
+  std::size_t world_size() const noexcept override { return world_size_; }
+  std::size_t rank() const noexcept override { return rank_; }
+  const CompressionMethod& method() const noexcept override { return method_; }
+  bool connected() const noexcept override { return true; }
+  CompressedAllReduce::Traffic traffic() const noexcept override { return traffic_; }
+
+ private:
+  // The averages of one op: in the shared buffer or in the reply's frame.
+  struct Reply {
+    zmq::message_t frame;
+    const std::uint8_t* values = nullptr;
+  };
+
+  Reply reduce(const TensorMap& gradients) {
     wire::IpcHeader request;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
     request.manifest.method = method_.to_string();
@@ -79,11 +121,8 @@ class Connected final : public CompressedAllReduce::Impl {
       hello();
       reply = submit(request, gradients, bytes);
     }
-    const std::uint8_t* values = reply.first.kind == wire::IpcKind::result_shared && region_
-                                     ? region_->data()
-                                     : reply.second.data<std::uint8_t>();
-    const std::size_t got = reply.first.kind == wire::IpcKind::result_shared ? bytes
-                                                                            : reply.second.size();
+    const bool shared = reply.first.kind == wire::IpcKind::result_shared && region_;
+    const std::size_t got = shared ? bytes : reply.second.size();
     if (got != bytes) {
       throw Error(ErrorCode::malformed_message,
                   "all_reduce: zringd returned " + std::to_string(got) +
@@ -92,23 +131,11 @@ class Connected final : public CompressedAllReduce::Impl {
     traffic_.wire_bytes += reply.first.wire_bytes;
     traffic_.dense_bytes += reply.first.dense_bytes;
     ++traffic_.ops;
-    return split(gradients, values);
+    Reply out{std::move(reply.second), nullptr};
+    out.values = shared ? region_->data() : out.frame.data<std::uint8_t>();
+    return out;
   }
 
-  TensorMap all_reduce_with_peers(const TensorMap& gradients,
-                                  const std::vector<CompressedMap>& peers) override {
-    return local_.average(gradients, peers);
-  }
-  CompressedMap compress_for_transmission(const TensorMap& gradients) override {
-    return local_.compress(gradients);
-  }
-  std::size_t world_size() const noexcept override { return world_size_; }
-  std::size_t rank() const noexcept override { return rank_; }
-  const CompressionMethod& method() const noexcept override { return method_; }
-  bool connected() const noexcept override { return true; }
-  CompressedAllReduce::Traffic traffic() const noexcept override { return traffic_; }
-
- private:
   void hello() {
     wire::IpcHeader request;
     request.kind = wire::IpcKind::hello;
@@ -172,6 +199,9 @@ class Connected final : public CompressedAllReduce::Impl {
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
       if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) {
         last_reply_was_silence_ = true;
+        // zringd may still write the averages of the abandoned op into the
+        // shared buffer: the next op takes a new one.
+        region_.reset();
         throw silence(connecting);
       }
       last_reply_was_silence_ = false;
@@ -200,18 +230,6 @@ class Connected final : public CompressedAllReduce::Impl {
     return Error(ErrorCode::timeout, "all_reduce: zringd at " + endpoint_ + " (node '" + node_ +
                                          "') went silent for " + ms(options_.timeout) +
                                          " during the op; it may have died or been stopped");
-  }
-
-  static TensorMap split(const TensorMap& gradients, const std::uint8_t* values) {
-    TensorMap out;
-    std::size_t at = 0;
-    for (const auto& [name, tensor] : gradients) {
-      std::vector<float> v(tensor.numel());
-      if (!v.empty()) std::memcpy(v.data(), values + at, v.size() * 4);
-      at += v.size() * 4;
-      out.emplace(name, Tensor(std::move(v), tensor.shape()));
-    }
-    return out;
   }
 
   std::string endpoint_;

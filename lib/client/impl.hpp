@@ -18,6 +18,11 @@ class CompressedAllReduce::Impl {
  public:
   virtual ~Impl() = default;
   virtual TensorMap all_reduce(const TensorMap& gradients) = 0;
+  // By default through all_reduce; the connected client writes in place.
+  virtual void all_reduce_in_place(TensorMap& gradients) {
+    TensorMap averaged = all_reduce(gradients);
+    for (auto& [name, tensor] : gradients) tensor.data() = std::move(averaged.at(name).data());
+  }
   virtual TensorMap all_reduce_with_peers(const TensorMap& gradients,
                                           const std::vector<CompressedMap>& peers) = 0;
   virtual CompressedMap compress_for_transmission(const TensorMap& gradients) = 0;

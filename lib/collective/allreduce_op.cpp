@@ -136,7 +136,8 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
   const std::vector<NodeSummary> summaries = exchange_summaries(link, context, mine, out.stats);
   check_summaries(link, context, summaries);
   out.elements = in.elements();
-  out.values = workspace.result(out.elements);
+  out.values = input.output ? std::shared_ptr<float[]>(input.output_owner, input.output)
+                            : workspace.result(out.elements);
   plan->execute(summaries, out.values.get());
   return out;
 }

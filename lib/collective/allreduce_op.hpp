@@ -45,6 +45,11 @@ struct OpInput {
   // Per local rank: the fused values of all tensors in manifest order
   // (manifest.elements() floats), or nullptr when the node fails the op.
   std::vector<const float*> ranks;
+  // Where the averages go (manifest.elements() floats), or nullptr for a
+  // buffer of the workspace. It may be the memory of ranks[0]: every plan
+  // reads its inputs before it writes the result there.
+  float* output = nullptr;
+  std::shared_ptr<void> output_owner;  // keeps output alive in OpOutput::values
   std::string error;          // non-empty: this node cannot take part (says why)
   int error_code = 0;         // its zring::ErrorCode
 };
@@ -58,7 +63,7 @@ struct OpContext {
 };
 
 struct OpOutput {
-  std::shared_ptr<float[]> values;  // manifest.elements() averaged values
+  std::shared_ptr<float[]> values;  // manifest.elements() averaged values (at input.output if given)
   std::size_t elements = 0;
   RingStats stats;                  // bytes this node put on the ring
 };

@@ -52,8 +52,8 @@ class AffinePlan final : public MethodPlan {
     std::uint32_t* sums = sized(in_.work.code_sums, n);
     CodeLane lane;
     lane.bits = bits_for(static_cast<std::uint64_t>(codec_.max_code()) * in_.op.world_size);
-    ring_allreduce(in_.link, lane, codes, sums, n, in_.op.ring, in_.stats);
-    decode_average(grids, sums, result);
+    Decode decode(*this, grids, sums, result);
+    ring_allreduce(in_.link, lane, codes, sums, n, in_.op.ring, in_.stats, &decode);
   }
 
  private:
@@ -99,20 +99,38 @@ class AffinePlan final : public MethodPlan {
     }
   }
 
-  // The average of W grid values whose codes sum to s: offset + s * step / W.
-  void decode_average(const std::vector<codec::AffineGrid>& grids, const std::uint32_t* sums,
-                      float* result) const {
-    const double world = static_cast<double>(in_.op.world_size);
-    for (std::size_t b = 0; b < blocks_.size(); ++b) {
-      const Block& block = blocks_[b];
-      const double offset = grids[b].offset;
-      const double step = static_cast<double>(grids[b].step) / world;
-      for (std::size_t i = 0; i < block.size; ++i) {
-        const std::size_t at = block.begin + i;
-        result[at] = static_cast<float>(offset + static_cast<double>(sums[at]) * step);
+  // Each chunk of code sums becomes averages as soon as it is final, while
+  // it is in cache: the average of W grid values whose codes sum to s is
+  // offset + s * step / W.
+  class Decode final : public ChunkDone {
+   public:
+    Decode(const AffinePlan& plan, const std::vector<codec::AffineGrid>& grids,
+           const std::uint32_t* sums, float* result)
+        : blocks_(plan.blocks_), grids_(grids), sums_(sums), result_(result),
+          world_(static_cast<double>(plan.in_.op.world_size)) {}
+
+    void operator()(std::size_t begin, std::size_t end) override {
+      // The first block that ends after begin; blocks are in element order.
+      auto it = std::upper_bound(blocks_.begin(), blocks_.end(), begin,
+                                 [](std::size_t at, const Block& b) { return at < b.begin + b.size; });
+      for (; it != blocks_.end() && it->begin < end; ++it) {
+        const std::size_t b = static_cast<std::size_t>(it - blocks_.begin());
+        const double offset = grids_[b].offset;
+        const double step = static_cast<double>(grids_[b].step) / world_;
+        const std::size_t from = std::max(begin, it->begin);
+        const std::size_t to = std::min(end, it->begin + it->size);
+        for (std::size_t at = from; at < to; ++at)
+          result_[at] = static_cast<float>(offset + static_cast<double>(sums_[at]) * step);
       }
     }
-  }
+
+   private:
+    const std::vector<Block>& blocks_;
+    const std::vector<codec::AffineGrid>& grids_;
+    const std::uint32_t* sums_;
+    float* result_;
+    double world_;
+  };
 
   PlanInputs& in_;
   std::unique_ptr<codec::Codec> owned_;

@@ -26,9 +26,9 @@ class RingAllreduce {
   static constexpr std::size_t kBlock = 4096;
 
   RingAllreduce(RingLink& link, const Lane& lane, const Acc* local, Acc* result,
-                std::size_t elements, const RingOptions& options, RingStats& stats)
+                std::size_t elements, const RingOptions& options, RingStats& stats, ChunkDone* done)
       : link_(link), lane_(lane), local_(local), result_(result), options_(options),
-        stats_(stats), nodes_(link.nodes()), self_(link.node()),
+        stats_(stats), done_(done), nodes_(link.nodes()), self_(link.node()),
         geometry_(elements, nodes_, chunk_elems(lane, options.chunk_bytes)),
         reduced_(geometry_.total_chunks(), false), final_(geometry_.total_chunks(), false) {}
 
@@ -58,6 +58,7 @@ class RingAllreduce {
     OwnedBuffer wire = allocate(lane_.wire_bytes(n));
     lane_.encode(local_, n, wire.data.get());
     lane_.decode(wire.data.get(), n, result_);
+    if (done_) (*done_)(0, n);
   }
 
   void start_own_segment() {
@@ -119,6 +120,7 @@ class RingAllreduce {
     if constexpr (Lane::kRounds) lane_.decode(wire.data.get(), n, result_ + begin);
     final_[id] = true;
     send({Phase::gather, tag.segment, tag.chunk, 1}, wire.bytes());
+    if (done_) (*done_)(begin, end);
     return true;
   }
 
@@ -132,8 +134,9 @@ class RingAllreduce {
       return false;
     }
     final_[id] = true;
-    lane_.decode(payload.data(), end - begin, result_ + begin);
     if (tag.hop + 1 < nodes_) send({Phase::gather, tag.segment, tag.chunk, tag.hop + 1}, payload);
+    lane_.decode(payload.data(), end - begin, result_ + begin);
+    if (done_) (*done_)(begin, end);
     return true;
   }
 
@@ -149,6 +152,7 @@ class RingAllreduce {
   Acc* result_;
   const RingOptions& options_;
   RingStats& stats_;
+  ChunkDone* done_;
   std::size_t nodes_;
   std::size_t self_;
   ChunkGeometry geometry_;
@@ -162,16 +166,16 @@ class RingAllreduce {
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements,
-                    const RingOptions& options, RingStats& stats) {
-  RingAllreduce<Lane>(link, lane, local, result, elements, options, stats).run();
+                    const RingOptions& options, RingStats& stats, ChunkDone* done) {
+  RingAllreduce<Lane>(link, lane, local, result, elements, options, stats, done).run();
 }
 
 template void ring_allreduce<FloatLane>(RingLink&, const FloatLane&, const float*, float*,
-                                        std::size_t, const RingOptions&, RingStats&);
+                                        std::size_t, const RingOptions&, RingStats&, ChunkDone*);
 template void ring_allreduce<HalfLane>(RingLink&, const HalfLane&, const float*, float*,
-                                       std::size_t, const RingOptions&, RingStats&);
+                                       std::size_t, const RingOptions&, RingStats&, ChunkDone*);
 template void ring_allreduce<CodeLane>(RingLink&, const CodeLane&, const std::uint32_t*,
                                        std::uint32_t*, std::size_t, const RingOptions&,
-                                       RingStats&);
+                                       RingStats&, ChunkDone*);
 
 }  // namespace zring::collective

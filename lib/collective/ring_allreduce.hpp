@@ -13,6 +13,16 @@ struct RingOptions {
   Clock::duration timeout = std::chrono::seconds(10);  // longest silence of the predecessor
 };
 
+// Called once per chunk of the result as soon as that chunk is final, with
+// the element range [begin, end): the chunk is still in cache, so a pass
+// such as dividing by the world size costs no extra trip through memory.
+// Must only touch result[begin, end).
+class ChunkDone {
+ public:
+  virtual ~ChunkDone() = default;
+  virtual void operator()(std::size_t begin, std::size_t end) = 0;
+};
+
 // Sums `local` (this node's contribution, `elements` values) over every node
 // of the ring into `result`, which receives the same bits on every node.
 //
@@ -32,6 +42,6 @@ struct RingOptions {
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements,
-                    const RingOptions& options, RingStats& stats);
+                    const RingOptions& options, RingStats& stats, ChunkDone* done = nullptr);
 
 }  // namespace zring::collective

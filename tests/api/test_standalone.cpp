@@ -63,6 +63,28 @@ BOOST_AUTO_TEST_CASE(lossy_methods_change_the_values) {
              boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(in_place_gives_the_bits_of_all_reduce) {
+  const TensorMap g = at::gradients(0);
+  for (const std::string& text : at::methods()) {
+    BOOST_TEST_CONTEXT("method " << text) {
+      CompressedAllReduce copying(CompressionMethod::parse(text), 1);
+      CompressedAllReduce in_place(CompressionMethod::parse(text), 1);
+      const TensorMap expected = copying.all_reduce(g);
+      TensorMap values = g;
+      in_place.all_reduce_in_place(values);
+      for (const auto& [name, tensor] : expected) {
+        BOOST_TEST(values.at(name).shape() == tensor.shape(), boost::test_tools::per_element());
+        BOOST_TEST(same_bits(values.at(name).data(), tensor.data()), name);
+      }
+    }
+  }
+  // A failing op leaves the values as they were.
+  CompressedAllReduce three(CompressionMethod::none(), 3);
+  TensorMap values = g;
+  BOOST_TEST((at::code_of([&] { three.all_reduce_in_place(values); }) == ErrorCode::no_communicator));
+  BOOST_TEST(values == g);
+}
+
 BOOST_AUTO_TEST_CASE(world_above_one_without_peers_is_refused) {
   for (std::size_t world : {2u, 3u, 64u}) {
     CompressedAllReduce ar(CompressionMethod::quantization(8), world);

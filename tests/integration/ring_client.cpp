@@ -4,7 +4,8 @@
 //
 // Connects to its zringd, and for each round all-reduces the gradients
 // make_gradients(SEED, round, rank, SIZES) (SIZES: comma separated, "-" for
-// none) and appends the result's floats to OUT (tensors in name order). On
+// none) and appends the result's floats to OUT (tensors in name order);
+// odd rounds use all_reduce_in_place, even ones all_reduce. On
 // an error it writes "ERROR <kind>: <message>" to OUT.err and exits 3.
 //
 //   ring_client --talk ENDPOINT LOCAL_RANK METHOD SEED SIZES [TIMEOUT_MS]
@@ -93,7 +94,14 @@ int main(int argc, char** argv) {
     for (std::uint64_t round = 0; round < std::stoull(argv[5]); ++round) {
       const zring::TensorMap grads =
           zring::testing::make_gradients(std::stoull(argv[4]), round, ar.rank(), sizes);
-      const zring::TensorMap result = ar.all_reduce(grads);
+      // Odd rounds take the in-place form: both must give the same bits.
+      zring::TensorMap result;
+      if (round % 2 == 0) {
+        result = ar.all_reduce(grads);
+      } else {
+        result = grads;
+        ar.all_reduce_in_place(result);
+      }
       for (const auto& [name, t] : result)
         if (t.shape() != grads.at(name).shape()) throw std::runtime_error("shape changed: " + name);
       write_result(result, out);
