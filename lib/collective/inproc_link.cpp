@@ -30,7 +30,11 @@ class InprocRing::Link final : public RingLink {
       if (ring_.filter_) out = ring_.filter_(node_, msg);
       else out.push_back(std::move(msg));
     }
-    for (Message& m : out) ring_.inject((node_ + 1) % nodes(), std::move(m));
+    // Like a network, every delivery is a copy the receiver owns (RingLink::recv).
+    for (Message& m : out) {
+      m.payload = Bytes::copy_of(m.payload.data(), m.payload.size());
+      ring_.inject((node_ + 1) % nodes(), std::move(m));
+    }
   }
 
   Message recv(Deadline deadline) override {

@@ -80,7 +80,9 @@ class RingLink {
 
   // Queues a message for the successor; never blocks on the network.
   virtual void send(const ChunkTag& tag, Bytes payload) = 0;
-  // The next message of the current op from the predecessor. Throws
+  // The next message of the current op from the predecessor. Its payload
+  // belongs to the receiver alone (a copy made by the network or the link),
+  // so the ring may write into it and pass it on without a copy. Throws
   // zring::Error(timeout) naming the predecessor when none arrives before
   // deadline, or another zring::Error when the op is aborted.
   virtual Message recv(Deadline deadline) = 0;

@@ -7,19 +7,6 @@
 namespace zring::collective {
 namespace {
 
-// Each chunk of the sum is divided by the world size as soon as it is final.
-class Average final : public ChunkDone {
- public:
-  Average(float* result, std::size_t world) : result_(result), world_(world) {}
-  void operator()(std::size_t begin, std::size_t end) override {
-    divide(result_ + begin, end - begin, world_);
-  }
-
- private:
-  float* result_;
-  std::size_t world_;
-};
-
 class DensePlan final : public MethodPlan {
  public:
   explicit DensePlan(PlanInputs& in) : in_(in), kind_(in.input.method.kind()) {}
@@ -29,13 +16,13 @@ class DensePlan final : public MethodPlan {
   void execute(const std::vector<NodeSummary>&, float* result) override {
     const std::size_t n = in_.elements();
     const float* local = local_sum(n);
-    Average average(result, in_.op.world_size);
+    const std::size_t world = in_.op.world_size;
     if (kind_ == CompressionKind::none) {
-      ring_allreduce(in_.link, FloatLane{}, local, result, n, in_.op.ring, in_.stats, &average);
+      ring_allreduce(in_.link, FloatLane{}, local, result, n, in_.op.ring, in_.stats, nullptr, world);
     } else {
       HalfLane lane;
       lane.bf16 = kind_ == CompressionKind::bf16;
-      ring_allreduce(in_.link, lane, local, result, n, in_.op.ring, in_.stats, &average);
+      ring_allreduce(in_.link, lane, local, result, n, in_.op.ring, in_.stats, nullptr, world);
     }
   }
 

@@ -1,7 +1,9 @@
 #include "collective/ring_allreduce.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <zring/error.hpp>
@@ -26,9 +28,11 @@ class RingAllreduce {
   static constexpr std::size_t kBlock = 4096;
 
   RingAllreduce(RingLink& link, const Lane& lane, const Acc* local, Acc* result,
-                std::size_t elements, const RingOptions& options, RingStats& stats, ChunkDone* done)
+                std::size_t elements, const RingOptions& options, RingStats& stats, ChunkDone* done,
+                std::size_t average_over)
       : link_(link), lane_(lane), local_(local), result_(result), options_(options),
-        stats_(stats), done_(done), nodes_(link.nodes()), self_(link.node()),
+        stats_(stats), done_(done), divisor_(static_cast<float>(average_over)),
+        average_(average_over > 1), nodes_(link.nodes()), self_(link.node()),
         geometry_(elements, nodes_, chunk_elems(lane, options.chunk_bytes)),
         reduced_(geometry_.total_chunks(), false), final_(geometry_.total_chunks(), false) {}
 
@@ -58,7 +62,26 @@ class RingAllreduce {
     OwnedBuffer wire = allocate(lane_.wire_bytes(n));
     lane_.encode(local_, n, wire.data.get());
     lane_.decode(wire.data.get(), n, result_);
-    if (done_) (*done_)(0, n);
+    finish(0, n);
+  }
+
+  // A chunk of the result is final: the average, then the caller's hook.
+  void finish(std::size_t begin, std::size_t end) {
+    if constexpr (std::is_same_v<Acc, float>) {
+      if (average_) {
+        for (std::size_t i = begin; i < end; ++i) result_[i] /= divisor_;
+      }
+    }
+    if (done_) (*done_)(begin, end);
+  }
+
+  // float32 on the wire is the accumulator itself: a received payload (ours
+  // alone, see RingLink::recv) is summed into in place and passed on.
+  static constexpr bool kFloatWire = std::is_same_v<Lane, FloatLane>;
+  static float* writable_floats(const Bytes& payload) {
+    auto* p = const_cast<std::uint8_t*>(payload.data());
+    return reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0 ? reinterpret_cast<float*>(p)
+                                                                      : nullptr;
   }
 
   void start_own_segment() {
@@ -100,6 +123,9 @@ class RingAllreduce {
     }
     reduced_[id] = true;
     const std::size_t n = end - begin;
+    if constexpr (kFloatWire) {
+      if (float* sum = writable_floats(payload)) return partial_in_place(tag, id, begin, n, sum, payload);
+    }
     OwnedBuffer wire = allocate(lane_.wire_bytes(n));
     if (tag.hop + 1 < nodes_) {
       // Through a small scratch block that stays in cache: received partial
@@ -120,7 +146,31 @@ class RingAllreduce {
     if constexpr (Lane::kRounds) lane_.decode(wire.data.get(), n, result_ + begin);
     final_[id] = true;
     send({Phase::gather, tag.segment, tag.chunk, 1}, wire.bytes());
-    if (done_) (*done_)(begin, end);
+    finish(begin, end);
+    return true;
+  }
+
+  bool partial_in_place(const ChunkTag& tag, std::size_t id, std::size_t begin, std::size_t n,
+                        float* sum, const Bytes& payload) {
+    const float* mine = local_ + begin;
+    if (tag.hop + 1 < nodes_) {
+      for (std::size_t i = 0; i < n; ++i) sum[i] += mine[i];
+      send({Phase::reduce, tag.segment, tag.chunk, tag.hop + 1}, payload);
+      return false;
+    }
+    // Complete: the sum travels on, this node keeps the average.
+    float* out = result_ + begin;
+    if (average_) {
+      for (std::size_t i = 0; i < n; ++i) {
+        sum[i] += mine[i];
+        out[i] = sum[i] / divisor_;
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i) out[i] = sum[i] += mine[i];
+    }
+    final_[id] = true;
+    send({Phase::gather, tag.segment, tag.chunk, 1}, payload);
+    if (done_) (*done_)(begin, begin + n);
     return true;
   }
 
@@ -135,8 +185,22 @@ class RingAllreduce {
     }
     final_[id] = true;
     if (tag.hop + 1 < nodes_) send({Phase::gather, tag.segment, tag.chunk, tag.hop + 1}, payload);
+    if constexpr (kFloatWire) {
+      if (average_) {
+        // One pass: the sum's bits (any alignment) divided into the result.
+        const std::uint8_t* in = payload.data();
+        float* out = result_ + begin;
+        for (std::size_t i = 0; i < end - begin; ++i) {
+          float v;
+          std::memcpy(&v, in + 4 * i, 4);
+          out[i] = v / divisor_;
+        }
+        if (done_) (*done_)(begin, end);
+        return true;
+      }
+    }
     lane_.decode(payload.data(), end - begin, result_ + begin);
-    if (done_) (*done_)(begin, end);
+    finish(begin, end);
     return true;
   }
 
@@ -153,6 +217,8 @@ class RingAllreduce {
   const RingOptions& options_;
   RingStats& stats_;
   ChunkDone* done_;
+  float divisor_;
+  bool average_;
   std::size_t nodes_;
   std::size_t self_;
   ChunkGeometry geometry_;
@@ -166,16 +232,17 @@ class RingAllreduce {
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements,
-                    const RingOptions& options, RingStats& stats, ChunkDone* done) {
-  RingAllreduce<Lane>(link, lane, local, result, elements, options, stats, done).run();
+                    const RingOptions& options, RingStats& stats, ChunkDone* done,
+                    std::size_t average_over) {
+  RingAllreduce<Lane>(link, lane, local, result, elements, options, stats, done, average_over).run();
 }
 
 template void ring_allreduce<FloatLane>(RingLink&, const FloatLane&, const float*, float*,
-                                        std::size_t, const RingOptions&, RingStats&, ChunkDone*);
+                                        std::size_t, const RingOptions&, RingStats&, ChunkDone*, std::size_t);
 template void ring_allreduce<HalfLane>(RingLink&, const HalfLane&, const float*, float*,
-                                       std::size_t, const RingOptions&, RingStats&, ChunkDone*);
+                                       std::size_t, const RingOptions&, RingStats&, ChunkDone*, std::size_t);
 template void ring_allreduce<CodeLane>(RingLink&, const CodeLane&, const std::uint32_t*,
                                        std::uint32_t*, std::size_t, const RingOptions&,
-                                       RingStats&, ChunkDone*);
+                                       RingStats&, ChunkDone*, std::size_t);
 
 }  // namespace zring::collective

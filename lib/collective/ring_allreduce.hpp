@@ -36,12 +36,16 @@ class ChunkDone {
 // it. Every chunk moves independently, so encoding, sending and summing of
 // different chunks overlap, and every node sends 2 (P - 1) / P of the buffer.
 //
+// With average_over > 1, result receives the sum divided by average_over
+// (the same bits as dividing afterwards), computed chunk by chunk.
+//
 // result must hold `elements` values and must stay alive until the link has
 // sent everything (the gather phase may send from it without a copy when
 // result_owner is given). Throws zring::Error on timeout or abort.
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements,
-                    const RingOptions& options, RingStats& stats, ChunkDone* done = nullptr);
+                    const RingOptions& options, RingStats& stats, ChunkDone* done = nullptr,
+                    std::size_t average_over = 1);
 
 }  // namespace zring::collective
