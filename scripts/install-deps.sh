@@ -10,6 +10,8 @@ packages=(
   libbenchmark-dev libsystemd-dev
   systemd procps curl dpkg-dev file
   clang libclang-rt-14-dev
+  python3-dev pybind11-dev python3-numpy python3-torch python3-sklearn python3-matplotlib
+  python3-pytest
 )
 
 missing=()

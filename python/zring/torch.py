@@ -1,0 +1,275 @@
+"""zring.torch: zring in PyTorch training loops (CPU tensors; CUDA ones are copied).
+
+Two ways in, both keeping error-feedback state across steps (the daemon keeps
+a residual per tensor name, so names are stable: a parameter's name from
+named_parameters(), or its position when no names are given):
+
+DDP communication hook: DDP keeps broadcasting the initial weights and
+building buckets (any process group will do, e.g. gloo); zring averages the
+gradients:
+
+    state = zring.torch.HookState("ipc:///run/zring/zringd.sock", "ef:topk:1%", model=ddp_model)
+    ddp_model.register_comm_hook(state, zring.torch.comm_hook)
+
+Optimizer wrapper, in the spirit of Horovod's DistributedOptimizer, for code
+without DDP: step() first replaces every gradient by its average over the
+ranks, then runs the wrapped optimizer. Start every rank from the same
+weights (same seed, or load the same checkpoint):
+
+    opt = zring.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                           model.named_parameters(),
+                                           endpoint="ipc:///run/zring/zringd.sock",
+                                           method="ef:sign")
+
+Misuse is a zring.Error: no daemon (kind 'connection_failed'), a DDP world
+size other than zring's, a state that is not a HookState, parameters the
+optimizer has but the names do not cover (kind 'invalid_argument').
+"""
+
+import concurrent.futures
+import threading
+
+import torch
+import torch.distributed as dist
+
+from . import CompressedAllReduce
+from ._errors import Error
+
+__all__ = ["HookState", "comm_hook", "DistributedOptimizer", "connect"]
+
+
+def connect(endpoint, method="none", *, local_rank=0, timeout_ms=30000):
+    """CompressedAllReduce.connect with a message that says what zring.torch needed."""
+    if not endpoint:
+        raise Error("invalid_argument", "zring.torch: give the endpoint of the local zringd "
+                                        "(e.g. 'ipc:///run/zring/zringd.sock') or allreduce=")
+    try:
+        return CompressedAllReduce.connect(endpoint, method, local_rank=local_rank,
+                                           timeout_ms=timeout_ms)
+    except Error as e:
+        raise Error(e.kind, f"zring.torch: cannot use the zringd at {endpoint}: {e.message}") from e
+
+
+def _checked_allreduce(allreduce, endpoint, method, local_rank, timeout_ms, who):
+    if allreduce is None:
+        return connect(endpoint, method, local_rank=local_rank, timeout_ms=timeout_ms)
+    if not isinstance(allreduce, CompressedAllReduce):
+        raise Error("invalid_argument", f"{who}: allreduce must be a zring.CompressedAllReduce, "
+                                        f"not {type(allreduce).__name__}")
+    if not allreduce.connected and allreduce.world_size != 1:
+        raise Error("no_communicator", f"{who}: this CompressedAllReduce is standalone with "
+                                       f"world_size {allreduce.world_size}; use "
+                                       "CompressedAllReduce.connect(...) (or world_size 1)")
+    return allreduce
+
+
+def _to_cpu(tensor):
+    return tensor.detach() if tensor.device.type == "cpu" else tensor.detach().cpu()
+
+
+class HookState:
+    """The state of zring's DDP communication hook: a connection to the local
+    zringd and the names of the parameters.
+
+    endpoint, method, local_rank, timeout_ms: as CompressedAllReduce.connect
+    (or pass a connected allreduce= instead). model: the module (DDP or not)
+    whose named_parameters() name the tensors; without it, parameters are
+    named param0, param1, ... in the order DDP first hands them over.
+    process_group: DDP's group, to check that its size equals zring's world
+    size (default: the default group, when initialised).
+
+    One all-reduce per DDP bucket, in bucket order, on a background thread,
+    so communication overlaps the rest of the backward pass. Each bucket is
+    sent as its parameters' gradients, one tensor each, so a method applies
+    per parameter (top-k keeps 1% of every weight) and the residuals of error
+    feedback follow a parameter even when DDP rebuilds its buckets.
+    """
+
+    def __init__(self, endpoint=None, method="none", *, model=None, local_rank=0,
+                 timeout_ms=30000, allreduce=None, process_group=None):
+        self.allreduce = _checked_allreduce(allreduce, endpoint, method, local_rank, timeout_ms,
+                                            "zring.torch.HookState")
+        self.process_group = process_group
+        self._names = {}
+        self._lock = threading.Lock()
+        self._checked_world = False
+        if model is not None:
+            for name, p in model.named_parameters():
+                self._names.setdefault(id(p), name)
+        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                             thread_name_prefix="zring-hook")
+
+    @property
+    def traffic(self):
+        """Bytes the ring moved for this rank so far (a zring.Traffic)."""
+        return self.allreduce.traffic
+
+    def close(self):
+        """Waits for pending buckets, then drops the connection."""
+        self._worker.shutdown(wait=True)
+        self.allreduce.close()
+
+    def _name(self, param):
+        with self._lock:
+            name = self._names.get(id(param))
+            if name is None:
+                name = f"param{len(self._names)}"
+                self._names[id(param)] = name
+            return name
+
+    def _check_world(self):
+        if self._checked_world:
+            return
+        if dist.is_available() and dist.is_initialized():
+            ddp_world = dist.get_world_size(self.process_group)
+            if ddp_world != self.allreduce.world_size:
+                raise Error("invalid_argument",
+                            f"zring.torch.comm_hook: DDP's process group has {ddp_world} "
+                            f"ranks but the zring ring has {self.allreduce.world_size}; "
+                            "every DDP rank must connect to a zringd of the same ring")
+        self._checked_world = True
+
+    def reduce_bucket(self, bucket):
+        """Starts the all-reduce of one bucket; a Future of the averaged buffer."""
+        self._check_world()
+        buffer = bucket.buffer()
+        grads = bucket.gradients()
+        params = bucket.parameters()
+        if len(grads) != len(params):
+            raise Error("internal", f"zring.torch.comm_hook: bucket {bucket.index()} has "
+                                    f"{len(params)} parameters but {len(grads)} gradients")
+        names = [self._name(p) for p in params]
+        tensors = {name: _to_cpu(g) for name, g in zip(names, grads)}
+        future = torch.futures.Future()
+
+        def run():
+            try:
+                averaged = self.allreduce.all_reduce(tensors)
+                with torch.no_grad():
+                    for name, g in zip(names, grads):
+                        g.copy_(averaged[name])
+                future.set_result(buffer)
+            except BaseException as e:  # noqa: BLE001 - handed to DDP, which raises it
+                future.set_exception(e)
+
+        self._worker.submit(run)
+        return future
+
+
+def comm_hook(state, bucket):
+    """DDP communication hook: averages bucket's gradients through zringd.
+
+    Register with model.register_comm_hook(state, zring.torch.comm_hook), state
+    a zring.torch.HookState. Returns a torch.futures.Future of the averaged
+    bucket; a zring.Error (dead peer, timeout, manifest mismatch) surfaces
+    from backward() on every rank.
+    """
+    if not isinstance(state, HookState):
+        raise Error("invalid_argument", "zring.torch.comm_hook: the state given to "
+                                        "register_comm_hook must be a zring.torch.HookState, "
+                                        f"not {type(state).__name__}")
+    return state.reduce_bucket(bucket)
+
+
+class DistributedOptimizer:
+    """Wraps a torch optimizer: step() averages the gradients over the ring first.
+
+    optimizer: any torch.optim.Optimizer. named_parameters: (name, parameter)
+    pairs naming every parameter the optimizer has (model.named_parameters());
+    without them parameters are named group<g>.param<i>. endpoint, method,
+    local_rank, timeout_ms: as CompressedAllReduce.connect (or allreduce=).
+
+    All gradients go in one all-reduce per step (zringd fuses them). A
+    parameter that requires grad but has none this step contributes zeros,
+    so every rank submits the same tensors. Everything else (zero_grad,
+    param_groups, state_dict, ...) is the wrapped optimizer's.
+    """
+
+    def __init__(self, optimizer, named_parameters=None, *, endpoint=None, method="none",
+                 local_rank=0, timeout_ms=30000, allreduce=None):
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise Error("invalid_argument", "zring.torch.DistributedOptimizer: optimizer must be "
+                                            f"a torch.optim.Optimizer, not {type(optimizer).__name__}")
+        self.optimizer = optimizer
+        self._named = self._names(optimizer, named_parameters)
+        self.allreduce = _checked_allreduce(allreduce, endpoint, method, local_rank, timeout_ms,
+                                            "zring.torch.DistributedOptimizer")
+
+    @staticmethod
+    def _names(optimizer, named_parameters):
+        in_optimizer = [p for group in optimizer.param_groups for p in group["params"]]
+        if named_parameters is None:
+            return [(f"group{g}.param{i}", p) for g, group in enumerate(optimizer.param_groups)
+                    for i, p in enumerate(group["params"])]
+        named, seen_names, name_of = [], set(), {}
+        for name, p in named_parameters:
+            if name in seen_names:
+                raise Error("invalid_argument", "zring.torch.DistributedOptimizer: the name "
+                                                f"'{name}' is given to two parameters")
+            seen_names.add(name)
+            name_of.setdefault(id(p), name)
+        for p in in_optimizer:
+            if id(p) not in name_of:
+                raise Error("invalid_argument",
+                            "zring.torch.DistributedOptimizer: the optimizer has a parameter of "
+                            f"shape {tuple(p.shape)} that named_parameters does not name; pass "
+                            "the named_parameters() of the model the optimizer trains")
+            named.append((name_of[id(p)], p))
+        return named
+
+    @property
+    def traffic(self):
+        """Bytes the ring moved for this rank so far (a zring.Traffic)."""
+        return self.allreduce.traffic
+
+    def synchronize(self):
+        """Replaces every gradient by its average over the ranks (done by step())."""
+        grads = {}
+        for name, p in self._named:
+            if not p.requires_grad:
+                continue
+            if p.grad is not None and p.grad.is_sparse:
+                raise Error("invalid_argument", f"zring.torch.DistributedOptimizer: '{name}' has "
+                                                "a sparse gradient; zring reduces dense ones")
+            grads[name] = _to_cpu(p.grad) if p.grad is not None else torch.zeros(p.shape)
+        if not grads:
+            return
+        averaged = self.allreduce.all_reduce(grads)
+        with torch.no_grad():
+            for name, p in self._named:
+                if name not in averaged:
+                    continue
+                if p.grad is None:
+                    p.grad = averaged[name].to(p.device).view(p.shape)
+                else:
+                    p.grad.copy_(averaged[name])
+
+    def step(self, closure=None):
+        """closure (if any) first, then synchronize(), then the optimizer's step."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self.synchronize()
+        self.optimizer.step()
+        return loss
+
+    def zero_grad(self, set_to_none=False):
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self):
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict):
+        self.optimizer.load_state_dict(state_dict)
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    def close(self):
+        self.allreduce.close()
