@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Trains a small network on scikit-learn's handwritten digits with 4 workers
+# on a local ring of 4 zringd, once per compression method, plus a
+# single-process baseline; prints a table and writes a PNG plot.
+#
+#   examples/digits/run.sh [--steps N] [--methods none,ef:sign,...] [--out FILE.png]
+#
+# Uses the build in $BUILD_DIR (default: build/ at the top of the tree; make
+# it with scripts/build.sh) and Debian's /usr/bin/python3 with python3-torch,
+# python3-sklearn and python3-matplotlib (scripts/install-deps.sh).
+# Ctrl-C, a failure or the end stops every daemon and worker it started.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${BUILD_DIR:-$root/build}
+zringd=$build/daemon/zringd
+if [ ! -x "$zringd" ] || ! ls "$build"/python/zring/_zring*.so >/dev/null 2>&1; then
+  echo "run.sh: no zringd or Python module zring in $build; build first:" >&2
+  echo "  ${BUILD_DIR:+BUILD_DIR=$BUILD_DIR }$root/scripts/build.sh" >&2
+  exit 1
+fi
+export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH}
+exec /usr/bin/python3 "$here/digits.py" --zringd "$zringd" "$@"
