@@ -111,3 +111,44 @@ def test_misuse_is_a_clear_error(tmp_path):
                                          allreduce=zring.CompressedAllReduce("none", 1))
     with pytest.raises(zring.Error, match="torch.optim.Optimizer"):
         zring.torch.DistributedOptimizer(model, allreduce=zring.CompressedAllReduce("none", 1))
+
+
+@pytest.fixture
+def gloo_world_of_one(tmp_path):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_ddp_hook_in_one_process_equals_plain_training(gloo_world_of_one):
+    torch.manual_seed(3)
+    plain = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    hooked = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    hooked.load_state_dict(plain.state_dict())
+    ddp = torch.nn.parallel.DistributedDataParallel(hooked)
+    state = zring.torch.HookState(allreduce=zring.CompressedAllReduce("none", 1), model=ddp)
+    ddp.register_comm_hook(state, zring.torch.comm_hook)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (plain, ddp)]
+    x, y = torch.randn(10, 6), torch.randn(10, 2)
+    for _ in range(3):
+        for model, opt in zip((plain, ddp), opts):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+    for a, b in zip(plain.parameters(), hooked.parameters()):
+        assert torch.equal(a, b)
+    assert state.traffic.ops >= 3
+    state.close()
+
+
+def test_ddp_hook_refuses_a_ring_of_another_size(gloo_world_of_one, local_ring):
+    ring = local_ring(2)
+    ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3, 1))
+    state = zring.torch.HookState(ring.ipc(0), "none", model=ddp)
+    ddp.register_comm_hook(state, zring.torch.comm_hook)
+    with pytest.raises(Exception) as caught:
+        ddp(torch.randn(4, 3)).sum().backward()
+    assert "DDP's process group has 1 ranks but the zring ring has 2" in str(caught.value)
+    state.close()
