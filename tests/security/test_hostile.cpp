@@ -352,21 +352,22 @@ BOOST_AUTO_TEST_CASE(flood_for_the_next_op_does_not_crowd_out_its_summaries) {
   std::uint64_t flooded = 0;
   for (std::uint64_t round = 0; round < 4; ++round) {
     BOOST_TEST_CONTEXT("round " << round) {
-      // Between ops: the next op of this generation is the number of ops done.
-      BOOST_TEST_REQUIRE(ring.counter(target, "formations") == 1u);
-      const std::uint64_t next =
-          ring.counter(target, "ops_done") + ring.counter(target, "ops_failed");
+      // Between ops. Ops are numbered from 0 in each ring generation, so the
+      // next one is at most the number of ops done so far: flood them all.
+      const std::uint64_t done = ring.counter(target, "ops_done") + ring.counter(target, "ops_failed");
       const std::uint64_t generation = ring.counter(target, "generation");
       const std::uint64_t dropped = ring.counter(target, "dropped");
-      constexpr std::uint32_t kFrames = 3000;
-      for (std::uint32_t chunk = 1; chunk <= kFrames; ++chunk)
-        pusher.send({{header_bytes(data_header(generation, next, 0, Phase::manifest, 0, chunk, 1)),
-                      Bytes(64, 7)},
-                     false});
-      flooded += kFrames;
-      // All of them have arrived (and most at least were dropped).
-      BOOST_TEST(ring.wait_counter_above(target, "dropped", dropped + kFrames - 1025) >
-                 dropped + kFrames - 1025);
+      constexpr std::uint32_t kPerOp = 1500;  // more than an op not begun could ever keep
+      std::uint64_t frames = 0;
+      for (std::uint64_t op = 0; op <= done; ++op)
+        for (std::uint32_t chunk = 1; chunk <= kPerOp; ++chunk, ++frames)
+          pusher.send({{header_bytes(data_header(generation, op, 0, Phase::manifest, 0, chunk, 1)),
+                        Bytes(64, 7)},
+                       false});
+      flooded += frames;
+      // All of them have arrived (most at least were dropped).
+      BOOST_TEST(ring.wait_counter_above(target, "dropped", dropped + frames - 1025) >
+                 dropped + frames - 1025);
       std::vector<std::string> files;
       for (std::size_t n = 0; n < 3; ++n)
         files.push_back(ring.dir() + "/next-" + std::to_string(round) + "-" + std::to_string(n));
