@@ -45,6 +45,10 @@ void check_endpoint(const std::string& endpoint) {
   }
 }
 
+// The largest frame a client accepts from zringd (ZMQ_MAXMSGSIZE): values
+// below the shared-buffer threshold, and headers naming many tensors.
+constexpr std::size_t kMaxReplyBytes = std::size_t{256} << 20;
+
 class Connected final : public CompressedAllReduce::Impl {
  public:
   Connected(const std::string& endpoint, CompressionMethod method, const ConnectOptions& options)
@@ -52,6 +56,8 @@ class Connected final : public CompressedAllReduce::Impl {
         local_(method, 1), method_(std::move(method)) {
     check_endpoint(endpoint);
     socket_.set(zmq::sockopt::linger, 0);
+    // Large values travel in the shared buffer: no reply needs more.
+    socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(kMaxReplyBytes));
     socket_.connect(endpoint);
     hello();
     local_ = LocalAggregator(method_, world_size_);

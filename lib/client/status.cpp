@@ -12,6 +12,7 @@ std::string query_status(const std::string& endpoint, std::chrono::milliseconds 
   zmq::context_t context(1);
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::maxmsgsize, std::int64_t{64} << 20);  // a status is a few KiB
   socket.connect(endpoint);
   wire::IpcHeader request;
   request.kind = wire::IpcKind::status;
