@@ -2,9 +2,11 @@
 # Every test: installs what is needed, builds, and runs the whole suite
 # (unit, multi-process integration) with CTest; then the same suite again
 # in an AddressSanitizer + UndefinedBehaviorSanitizer build; then the
-# libFuzzer targets for a minute each (scripts/fuzz.sh, a clang build).
+# multi-threaded parts (the ring schedules, zringd and its faults) in a
+# ThreadSanitizer build; then the libFuzzer targets for FUZZ_SECONDS each
+# (scripts/fuzz.sh, a clang build).
 # Exits non-zero when anything fails. ZRING_SKIP_SANITIZERS=1 skips the
-# second build, ZRING_SKIP_FUZZ=1 the fuzzers.
+# ASan and TSan builds, ZRING_SKIP_FUZZ=1 the fuzzers.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
@@ -14,9 +16,16 @@ ctest --test-dir "${BUILD_DIR:-$root/build}" --output-on-failure -j 2
 
 if [ "${ZRING_SKIP_SANITIZERS:-0}" != 1 ]; then
   BUILD_DIR=$root/build-asan "$root/scripts/build.sh" -DZRING_WERROR=ON \
-    -DZRING_SANITIZE=address,undefined -DZRING_BUILD_BENCH=OFF
+    -DZRING_SANITIZE=address,undefined -DZRING_BUILD_BENCH=OFF -DZRING_BUILD_PYTHON=OFF
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$root/build-asan" --output-on-failure -j 2
+
+  # TSan: only what has threads of its own (the in-process ring, zringd).
+  cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZRING_WERROR=ON \
+    -DZRING_SANITIZE=thread -DZRING_BUILD_BENCH=OFF -DZRING_BUILD_PYTHON=OFF >/dev/null
+  cmake --build "$root/build-tsan" -j "$(nproc)" --target test_collective test_daemon test_faults zringd ring_client
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp \
+    ctest --test-dir "$root/build-tsan" --output-on-failure -j 2 -R '^(test_collective|test_daemon|test_faults)$'
 fi
 
 if [ "${ZRING_SKIP_FUZZ:-0}" != 1 ]; then
