@@ -111,11 +111,6 @@ void PlanInputs::update_feedback(std::size_t l, const float* decoded) {
   }
 }
 
-void divide(float* result, std::size_t n, std::size_t divisor) noexcept {
-  const float d = static_cast<float>(divisor);
-  for (std::size_t i = 0; i < n; ++i) result[i] /= d;
-}
-
 OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& input,
                        std::vector<codec::ErrorFeedback>& residuals, Workspace& workspace) {
   OpOutput out;

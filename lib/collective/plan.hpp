@@ -47,7 +47,5 @@ std::unique_ptr<MethodPlan> make_affine_plan(PlanInputs& in);   // quantization,
 std::unique_ptr<MethodPlan> make_randomk_plan(PlanInputs& in);  // randomk
 std::unique_ptr<MethodPlan> make_sparse_plan(PlanInputs& in);   // topk, threshold
 
-// result[i] /= divisor for n values.
-void divide(float* result, std::size_t n, std::size_t divisor) noexcept;
 
 }  // namespace zring::collective

@@ -31,8 +31,8 @@ class RingAllreduce {
                 std::size_t elements, const RingOptions& options, RingStats& stats, ChunkDone* done,
                 std::size_t average_over)
       : link_(link), lane_(lane), local_(local), result_(result), options_(options),
-        stats_(stats), done_(done), divisor_(static_cast<float>(average_over)),
-        average_(average_over > 1), nodes_(link.nodes()), self_(link.node()),
+        stats_(stats), done_(done), average_over_(average_over),
+        divisor_(static_cast<float>(average_over)), average_(average_over > 1), nodes_(link.nodes()), self_(link.node()),
         geometry_(elements, nodes_, chunk_elems(lane, options.chunk_bytes)),
         reduced_(geometry_.total_chunks(), false), final_(geometry_.total_chunks(), false) {}
 
@@ -68,9 +68,7 @@ class RingAllreduce {
   // A chunk of the result is final: the average, then the caller's hook.
   void finish(std::size_t begin, std::size_t end) {
     if constexpr (std::is_same_v<Acc, float>) {
-      if (average_) {
-        for (std::size_t i = begin; i < end; ++i) result_[i] /= divisor_;
-      }
+      if (average_) divide(result_ + begin, end - begin, average_over_);
     }
     if (done_) (*done_)(begin, end);
   }
@@ -217,6 +215,7 @@ class RingAllreduce {
   const RingOptions& options_;
   RingStats& stats_;
   ChunkDone* done_;
+  std::size_t average_over_;
   float divisor_;
   bool average_;
   std::size_t nodes_;
@@ -228,6 +227,11 @@ class RingAllreduce {
 };
 
 }  // namespace
+
+void divide(float* result, std::size_t n, std::size_t divisor) noexcept {
+  const float d = static_cast<float>(divisor);
+  for (std::size_t i = 0; i < n; ++i) result[i] /= d;
+}
 
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,

@@ -42,6 +42,9 @@ class ChunkDone {
 // result must hold `elements` values and must stay alive until the link has
 // sent everything (the gather phase may send from it without a copy when
 // result_owner is given). Throws zring::Error on timeout or abort.
+// result[i] /= divisor for n values (what average_over does per chunk).
+void divide(float* result, std::size_t n, std::size_t divisor) noexcept;
+
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements,
