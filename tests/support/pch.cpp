@@ -1,0 +1,3 @@
+// pch.cpp - carries the precompiled header (Boost.Test and a few standard
+// headers) that the test executables reuse; never run.
+int main() { return 0; }
