@@ -209,6 +209,7 @@ void RingWorker::execute(OpJob& job) {
       break;
     }
     if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0) {
+      if (input.ranks.empty()) input.rank0_owner = values.owner();
       input.ranks.push_back(reinterpret_cast<const float*>(p));
       continue;
     }

@@ -45,6 +45,9 @@ struct OpInput {
   // Per local rank: the fused values of all tensors in manifest order
   // (manifest.elements() floats), or nullptr when the node fails the op.
   std::vector<const float*> ranks;
+  // When set, keeps ranks[0] alive for as long as it is held: the ring may
+  // then send those values without a copy (ZeroMQ sends from them later).
+  std::shared_ptr<const void> rank0_owner;
   // Where the averages go (manifest.elements() floats), or nullptr for a
   // buffer of the workspace. It may be the memory of ranks[0]: every plan
   // reads its inputs before it writes the result there.

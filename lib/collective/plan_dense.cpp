@@ -18,7 +18,10 @@ class DensePlan final : public MethodPlan {
     const float* local = local_sum(n);
     const std::size_t world = in_.op.world_size;
     if (kind_ == CompressionKind::none) {
-      ring_allreduce(in_.link, FloatLane{}, local, result, n, in_.op.ring, in_.stats, nullptr, world);
+      // Values straight from rank 0's buffer can be sent from there.
+      const bool own = !in_.input.ranks.empty() && local == in_.input.ranks[0];
+      ring_allreduce(in_.link, FloatLane{}, local, result, n, in_.op.ring, in_.stats, nullptr, world,
+                     own ? in_.input.rank0_owner : nullptr);
     } else {
       HalfLane lane;
       lane.bf16 = kind_ == CompressionKind::bf16;

@@ -8,6 +8,7 @@
 
 #include <zring/error.hpp>
 
+#include "collective/float_sum.hpp"
 #include "collective/geometry.hpp"
 
 namespace zring::collective {
@@ -29,10 +30,10 @@ class RingAllreduce {
 
   RingAllreduce(RingLink& link, const Lane& lane, const Acc* local, Acc* result,
                 std::size_t elements, const RingOptions& options, RingStats& stats, ChunkDone* done,
-                std::size_t average_over)
+                std::size_t average_over, std::shared_ptr<const void> local_owner)
       : link_(link), lane_(lane), local_(local), result_(result), options_(options),
         stats_(stats), done_(done), average_over_(average_over),
-        divisor_(static_cast<float>(average_over)), average_(average_over > 1), nodes_(link.nodes()), self_(link.node()),
+        local_owner_(std::move(local_owner)), average_(average_over > 1), nodes_(link.nodes()), self_(link.node()),
         geometry_(elements, nodes_, chunk_elems(lane, options.chunk_bytes)),
         reduced_(geometry_.total_chunks(), false), final_(geometry_.total_chunks(), false) {}
 
@@ -85,6 +86,17 @@ class RingAllreduce {
   void start_own_segment() {
     for (std::size_t c = 0; c < geometry_.chunks(self_); ++c) {
       auto [begin, end] = geometry_.range(self_, c);
+      if constexpr (kFloatWire) {
+        // The values are their own wire form: sent from where they are. By
+        // the time this op ends they have been received (the sum of this
+        // segment comes back only after they went round); if it fails, the
+        // owner keeps the memory alive for whatever ZeroMQ still holds.
+        if (local_owner_) {
+          send({Phase::reduce, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
+               Bytes(reinterpret_cast<const std::uint8_t*>(local_ + begin), (end - begin) * 4, local_owner_));
+          continue;
+        }
+      }
       OwnedBuffer wire = allocate(lane_.wire_bytes(end - begin));
       lane_.encode(local_ + begin, end - begin, wire.data.get());
       send({Phase::reduce, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
@@ -152,20 +164,12 @@ class RingAllreduce {
                         float* sum, const Bytes& payload) {
     const float* mine = local_ + begin;
     if (tag.hop + 1 < nodes_) {
-      for (std::size_t i = 0; i < n; ++i) sum[i] += mine[i];
+      add_into(sum, mine, n);
       send({Phase::reduce, tag.segment, tag.chunk, tag.hop + 1}, payload);
       return false;
     }
     // Complete: the sum travels on, this node keeps the average.
-    float* out = result_ + begin;
-    if (average_) {
-      for (std::size_t i = 0; i < n; ++i) {
-        sum[i] += mine[i];
-        out[i] = sum[i] / divisor_;
-      }
-    } else {
-      for (std::size_t i = 0; i < n; ++i) out[i] = sum[i] += mine[i];
-    }
+    add_and_average(sum, mine, result_ + begin, n, average_over_);
     final_[id] = true;
     send({Phase::gather, tag.segment, tag.chunk, 1}, payload);
     if (done_) (*done_)(begin, begin + n);
@@ -186,13 +190,7 @@ class RingAllreduce {
     if constexpr (kFloatWire) {
       if (average_) {
         // One pass: the sum's bits (any alignment) divided into the result.
-        const std::uint8_t* in = payload.data();
-        float* out = result_ + begin;
-        for (std::size_t i = 0; i < end - begin; ++i) {
-          float v;
-          std::memcpy(&v, in + 4 * i, 4);
-          out[i] = v / divisor_;
-        }
+        average_from_wire(payload.data(), result_ + begin, end - begin, average_over_);
         if (done_) (*done_)(begin, end);
         return true;
       }
@@ -216,7 +214,7 @@ class RingAllreduce {
   RingStats& stats_;
   ChunkDone* done_;
   std::size_t average_over_;
-  float divisor_;
+  std::shared_ptr<const void> local_owner_;  // when set, keeps local alive
   bool average_;
   std::size_t nodes_;
   std::size_t self_;
@@ -228,25 +226,24 @@ class RingAllreduce {
 
 }  // namespace
 
-void divide(float* result, std::size_t n, std::size_t divisor) noexcept {
-  const float d = static_cast<float>(divisor);
-  for (std::size_t i = 0; i < n; ++i) result[i] /= d;
-}
-
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements,
                     const RingOptions& options, RingStats& stats, ChunkDone* done,
-                    std::size_t average_over) {
-  RingAllreduce<Lane>(link, lane, local, result, elements, options, stats, done, average_over).run();
+                    std::size_t average_over, std::shared_ptr<const void> local_owner) {
+  RingAllreduce<Lane>(link, lane, local, result, elements, options, stats, done, average_over,
+                      std::move(local_owner)).run();
 }
 
 template void ring_allreduce<FloatLane>(RingLink&, const FloatLane&, const float*, float*,
-                                        std::size_t, const RingOptions&, RingStats&, ChunkDone*, std::size_t);
+                                        std::size_t, const RingOptions&, RingStats&, ChunkDone*, std::size_t,
+                                        std::shared_ptr<const void>);
 template void ring_allreduce<HalfLane>(RingLink&, const HalfLane&, const float*, float*,
-                                       std::size_t, const RingOptions&, RingStats&, ChunkDone*, std::size_t);
+                                       std::size_t, const RingOptions&, RingStats&, ChunkDone*, std::size_t,
+                                        std::shared_ptr<const void>);
 template void ring_allreduce<CodeLane>(RingLink&, const CodeLane&, const std::uint32_t*,
                                        std::uint32_t*, std::size_t, const RingOptions&,
-                                       RingStats&, ChunkDone*, std::size_t);
+                                       RingStats&, ChunkDone*, std::size_t,
+                                        std::shared_ptr<const void>);
 
 }  // namespace zring::collective

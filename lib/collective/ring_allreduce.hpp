@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
+#include "collective/float_sum.hpp"
 #include "collective/lanes.hpp"
 #include "collective/link.hpp"
 
@@ -39,16 +41,13 @@ class ChunkDone {
 // With average_over > 1, result receives the sum divided by average_over
 // (the same bits as dividing afterwards), computed chunk by chunk.
 //
-// result must hold `elements` values and must stay alive until the link has
-// sent everything (the gather phase may send from it without a copy when
-// result_owner is given). Throws zring::Error on timeout or abort.
-// result[i] /= divisor for n values (what average_over does per chunk).
-void divide(float* result, std::size_t n, std::size_t divisor) noexcept;
-
+// result must hold `elements` values. With local_owner, which must keep
+// `local` alive, float32 values are sent from `local` without a copy.
+// Throws zring::Error on timeout or abort.
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements,
                     const RingOptions& options, RingStats& stats, ChunkDone* done = nullptr,
-                    std::size_t average_over = 1);
+                    std::size_t average_over = 1, std::shared_ptr<const void> local_owner = {});
 
 }  // namespace zring::collective
