@@ -55,6 +55,10 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, help="warm-up ops per size (default: by size)")
     p.add_argument("--iters", type=int, help="timed ops per size (default: by size)")
     p.add_argument("--chunk-bytes", type=int, help="zringd chunk_bytes (default: zringd's)")
+    p.add_argument("--zring-api", choices=("shared", "tensors"), default="shared",
+                   help="what zring's clients reduce: SharedTensors, which zringd reads and "
+                        "writes in place (default), or a TensorMap, copied into the shared "
+                        "buffer and back")
     p.add_argument("--build-dir", default=os.environ.get("BUILD_DIR",
                                                          os.path.join(ROOT, "build-bench")))
     p.add_argument("--out", help="results directory (default results/<time>-<mode>)")
@@ -147,6 +151,8 @@ class Bench:
         d = self.meta["describe"]
         d["date"] = self.meta["date"]
         d["zring"] = git_describe() + (f"; {a.label}" if a.label else "")
+        d["zring clients"] = ("all_reduce_in_place of SharedTensors (no copy)" if a.zring_api == "shared"
+                              else "all_reduce_in_place of a TensorMap (a copy each way)")
         d["machine"] = f"{os.cpu_count()} CPUs ({cpu_model()}), Linux {platform.release()}"
         d["network"] = net.describe()
         d["ranks"] = (", ".join(map(str, a.rank_counts)) +
@@ -191,7 +197,7 @@ class Bench:
                 self.measure(series, "mpi", "none", lambda: runners.run_mpi(series))
             if "zring" in a.impls:
                 largest = max(a.sizes)
-                with runners.ZringRing(series, largest, a.chunk_bytes) as ring:
+                with runners.ZringRing(series, largest, a.chunk_bytes, a.zring_api) as ring:
                     for m in a.methods:
                         why = ring.ensure_up()
                         if why:

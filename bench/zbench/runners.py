@@ -93,8 +93,9 @@ class Series:
 class ZringRing:
     """One zringd per node, from a ring config written into the work dir."""
 
-    def __init__(self, series, largest_bytes, chunk_bytes=None):
+    def __init__(self, series, largest_bytes, chunk_bytes=None, api="shared"):
         self.s = series
+        self.api = api
         self.dir = series.out_dir("zringd")
         # Unix socket paths must stay short (< 100 bytes): sockets go to /tmp.
         self.sock_dir = tempfile.mkdtemp(prefix="zrbench-ipc-")
@@ -186,7 +187,8 @@ class ZringRing:
                 argv = self.s.net.wrap(node, [
                     self.s.bins.zring_client, "--endpoint", self.ipc(node), "--method", method,
                     "--rank", str(r), "--local-rank", str(r % self.s.local_ranks),
-                    "--plan", self.s.plan, "--out", os.path.join(out, f"rank-{r}.csv")])
+                    "--plan", self.s.plan, "--out", os.path.join(out, f"rank-{r}.csv"),
+                    "--api", self.api])
                 clients.spawn(f"zring client rank {r}", argv, os.path.join(out, f"rank-{r}.log"))
             clients.wait(self.s.timeout, also_alive=self.group.children)
         except procs.Failed as e:
@@ -201,7 +203,9 @@ def run_gloo(series, name="gloo"):
     """Gloo's AllreduceRingChunked over its TCP transport, FileStore rendezvous."""
     out = series.out_dir(name)
     store = os.path.join(out, "store")
-    os.makedirs(store, exist_ok=True)
+    # Gloo's FileStore refuses keys a previous run into the same --out left.
+    shutil.rmtree(store, ignore_errors=True)
+    os.makedirs(store)
     group = procs.Group()
     try:
         for r in range(series.ranks):

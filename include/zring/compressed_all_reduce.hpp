@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <zring/compression.hpp>
+#include <zring/shared_tensors.hpp>
 #include <zring/tensor.hpp>
 
 namespace zring {
@@ -59,6 +60,22 @@ class CompressedAllReduce {
   // allocates nothing per call: the form for large tensors in a loop. When
   // it throws, `gradients` is unchanged.
   void all_reduce_in_place(TensorMap& gradients);
+
+  // Tensors for all_reduce_in_place(SharedTensors&), zero-filled. Connected,
+  // they live in a buffer this process shares with its zringd; the most
+  // recently made SharedTensors of an object keeps that buffer until an
+  // all_reduce of a TensorMap of 256 KiB or more needs one (or the daemon
+  // goes silent and the object gives the buffer up): after that it still
+  // works, with one copy each way (zero_copy() tells). Standalone, they are
+  // ordinary memory. Throws invalid_argument when a shape's size overflows.
+  [[nodiscard]] SharedTensors make_shared_tensors(const TensorShapes& shapes);
+
+  // all_reduce_in_place for SharedTensors: the same op, the same bits as
+  // all_reduce would return, the averages written over the values. When it
+  // throws, the values are those before the call or, for a connected object
+  // whose op failed half-way, partly averaged: set them again before
+  // retrying. After a timeout zringd can no longer write into them.
+  void all_reduce_in_place(SharedTensors& tensors);
 
   // The genuine compressed all-reduce given the other ranks' compressed
   // gradients (one map per other rank): each parameter's contributions are

@@ -5,5 +5,6 @@
 #include <zring/compression.hpp>
 #include <zring/config.hpp>
 #include <zring/error.hpp>
+#include <zring/shared_tensors.hpp>
 #include <zring/tensor.hpp>
 #include <zring/version.hpp>

@@ -40,6 +40,19 @@ void CompressedAllReduce::all_reduce_in_place(TensorMap& gradients) {
   checked(impl_).all_reduce_in_place(gradients);
 }
 
+SharedTensors CompressedAllReduce::make_shared_tensors(const TensorShapes& shapes) {
+  return SharedTensors(checked(impl_).make_shared_tensors(shapes));
+}
+
+void CompressedAllReduce::all_reduce_in_place(SharedTensors& tensors) {
+  Impl& impl = checked(impl_);
+  if (tensors.storage_) impl.all_reduce_in_place(*tensors.storage_);
+  else {
+    TensorMap none;  // no tensors: the op still runs, as for an empty TensorMap
+    impl.all_reduce_in_place(none);
+  }
+}
+
 TensorMap CompressedAllReduce::all_reduce_with_peers(const TensorMap& gradients,
                                                      const std::vector<CompressedMap>& peers) {
   return checked(impl_).all_reduce_with_peers(gradients, peers);

@@ -85,6 +85,51 @@ class Connected final : public CompressedAllReduce::Impl {
     }
   }
 
+  // SharedTensors live in a buffer of their own, which becomes this
+  // object's buffer: zringd reads the values there and writes the averages
+  // back over them.
+  std::shared_ptr<SharedTensors::Storage> make_shared_tensors(const TensorShapes& shapes) override {
+    auto storage = SharedTensors::Storage::lay_out(shapes);
+    if (storage->elements == 0) {
+      storage->allocate_private();
+      return storage;
+    }
+    attach(storage->elements * sizeof(float), false);
+    storage->place_in(region_);
+    lent_ = storage;
+    return storage;
+  }
+
+  void all_reduce_in_place(SharedTensors::Storage& tensors) override {
+    if (!(tensors.current && tensors.region && tensors.region == region_)) {
+      // Not (or no longer) where zringd looks: through a copy.
+      TensorMap copy = tensors.tensors();
+      all_reduce_in_place(copy);
+      tensors.set(copy);
+      return;
+    }
+    wire::IpcHeader request = header_for(tensors.shapes);
+    request.kind = wire::IpcKind::submit_shared;
+    std::pair<wire::IpcHeader, zmq::message_t> reply;
+    try {
+      reply = call(request, std::nullopt);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
+      // The daemon restarted: its buffer went with it. Greet the new one and
+      // go through a copy this time (the values are still untouched).
+      tensors.current = false;
+      lent_.reset();
+      region_.reset();
+      hello();
+      all_reduce_in_place(tensors);
+      return;
+    }
+    if (reply.first.kind != wire::IpcKind::result_shared)
+      throw Error(ErrorCode::malformed_message,
+                  "all_reduce: zringd answered a shared-buffer op without its shared result");
+    count(reply.first);
+  }
+
   TensorMap all_reduce_with_peers(const TensorMap& gradients,
                                   const std::vector<CompressedMap>& peers) override {
     return local_.average(gradients, peers);
@@ -105,24 +150,41 @@ class Connected final : public CompressedAllReduce::Impl {
     const std::uint8_t* values = nullptr;
   };
 
-  Reply reduce(const TensorMap& gradients) {
+  // A submit request naming the tensors, in name order.
+  wire::IpcHeader header_for(const TensorShapes& shapes) const {
     wire::IpcHeader request;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
     request.manifest.method = method_.to_string();
-    std::size_t total = 0;
-    for (const auto& [name, tensor] : gradients) {
-      collective::TensorSpec spec{name, {}, tensor.numel()};
-      for (std::size_t extent : tensor.shape()) spec.shape.push_back(extent);
+    for (const auto& [name, shape] : shapes) {
+      std::size_t numel = 1;
+      for (std::size_t extent : shape) numel *= extent;
+      collective::TensorSpec spec{name, {}, numel};
+      for (std::size_t extent : shape) spec.shape.push_back(extent);
       request.manifest.tensors.push_back(std::move(spec));
-      total += tensor.numel();
     }
-    const std::size_t bytes = total * sizeof(float);
+    return request;
+  }
+
+  void count(const wire::IpcHeader& result) {
+    traffic_.wire_bytes += result.wire_bytes;
+    traffic_.dense_bytes += result.dense_bytes;
+    ++traffic_.ops;
+  }
+
+  Reply reduce(const TensorMap& gradients) {
+    TensorShapes shapes;
+    for (const auto& [name, tensor] : gradients) shapes.emplace(name, tensor.shape());
+    wire::IpcHeader request = header_for(shapes);
+    const std::size_t bytes = request.manifest.elements() * sizeof(float);
+    const std::size_t total = request.manifest.elements();
     std::pair<wire::IpcHeader, zmq::message_t> reply;
     try {
       reply = submit(request, gradients, bytes);
     } catch (const Error& e) {
       // The daemon restarted since we connected: greet it again, once.
       if (e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
+      if (const auto tensors = lent_.lock()) tensors->current = false;
+      lent_.reset();
       region_.reset();
       hello();
       reply = submit(request, gradients, bytes);
@@ -134,9 +196,7 @@ class Connected final : public CompressedAllReduce::Impl {
                   "all_reduce: zringd returned " + std::to_string(got) +
                       " bytes of values for " + std::to_string(total) + " elements");
     }
-    traffic_.wire_bytes += reply.first.wire_bytes;
-    traffic_.dense_bytes += reply.first.dense_bytes;
-    ++traffic_.ops;
+    count(reply.first);
     Reply out{std::move(reply.second), nullptr};
     out.values = shared ? region_->data() : out.frame.data<std::uint8_t>();
     return out;
@@ -161,20 +221,30 @@ class Connected final : public CompressedAllReduce::Impl {
       fuse(gradients, data.data<std::uint8_t>());
       return call(request, std::move(data));
     }
-    if (!region_ || region_->size() < bytes) attach(bytes);
+    // Never over the values of the SharedTensors that hold the buffer.
+    if (!region_ || region_->size() < bytes || lent()) attach(bytes, true);
     fuse(gradients, region_->data());
     request.kind = wire::IpcKind::submit_shared;
     return call(request, std::nullopt);
   }
 
-  // A shared buffer with room to grow a little, so slightly larger ops do
-  // not need a new one.
-  void attach(std::size_t bytes) {
+  // Whether the buffer is the one a live SharedTensors stands in.
+  bool lent() const {
+    const auto tensors = lent_.lock();
+    return tensors && tensors->current && tensors->region == region_;
+  }
+
+  // A new shared buffer, which zringd takes for this rank instead of the
+  // last. With room, it has room to grow, so slightly larger ops do not need
+  // another one.
+  void attach(std::size_t bytes, bool room) {
+    if (const auto tensors = lent_.lock()) tensors->current = false;
+    lent_.reset();
     region_.reset();
     wire::IpcHeader request;
     request.kind = wire::IpcKind::attach;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
-    request.wire_bytes = std::bit_ceil(bytes);
+    request.wire_bytes = room ? std::bit_ceil(bytes) : bytes;
     auto [reply, unused] = call(request, std::nullopt);
     region_ = transport::SharedRegion::open(reply.text, reply.wire_bytes);
   }
@@ -206,7 +276,10 @@ class Connected final : public CompressedAllReduce::Impl {
       if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) {
         last_reply_was_silence_ = true;
         // zringd may still write the averages of the abandoned op into the
-        // shared buffer: the next op takes a new one.
+        // shared buffer: the next op takes a new one, and SharedTensors in
+        // it become private memory (the same addresses, the same values).
+        if (const auto tensors = lent_.lock(); tensors && tensors->current) tensors->give_up();
+        lent_.reset();
         region_.reset();
         throw silence(connecting);
       }
@@ -250,6 +323,7 @@ class Connected final : public CompressedAllReduce::Impl {
   std::uint64_t last_request_ = 0;
   bool last_reply_was_silence_ = false;
   std::shared_ptr<transport::SharedRegion> region_;  // large values, once attached
+  std::weak_ptr<SharedTensors::Storage> lent_;        // the SharedTensors standing in region_
   CompressedAllReduce::Traffic traffic_;
 };
 

@@ -12,6 +12,8 @@
 
 #include <zring/compressed_all_reduce.hpp>
 
+#include "client/shared_storage.hpp"
+
 namespace zring {
 
 class CompressedAllReduce::Impl {
@@ -22,6 +24,18 @@ class CompressedAllReduce::Impl {
   virtual void all_reduce_in_place(TensorMap& gradients) {
     TensorMap averaged = all_reduce(gradients);
     for (auto& [name, tensor] : gradients) tensor.data() = std::move(averaged.at(name).data());
+  }
+  // SharedTensors: ordinary memory by default, reduced through a TensorMap
+  // copy; the connected client shares them with its zringd.
+  virtual std::shared_ptr<SharedTensors::Storage> make_shared_tensors(const TensorShapes& shapes) {
+    auto storage = SharedTensors::Storage::lay_out(shapes);
+    storage->allocate_private();
+    return storage;
+  }
+  virtual void all_reduce_in_place(SharedTensors::Storage& tensors) {
+    TensorMap copy = tensors.tensors();
+    all_reduce_in_place(copy);
+    tensors.set(copy);
   }
   virtual TensorMap all_reduce_with_peers(const TensorMap& gradients,
                                           const std::vector<CompressedMap>& peers) = 0;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -58,6 +59,21 @@ std::shared_ptr<SharedRegion> SharedRegion::open(const std::string& path, std::s
     fail("smaller than announced", path);
   }
   return std::shared_ptr<SharedRegion>(new SharedRegion(path, map(fd, size, path), size, false));
+}
+
+void SharedRegion::make_private(std::size_t keep) {
+  const std::size_t length = size_ == 0 ? 1 : size_;
+  void* fresh = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (fresh == MAP_FAILED) fail("private copy", path_);
+  std::memcpy(fresh, data_, std::min(keep, size_));
+  // Moves the new pages over the old mapping in one step: the addresses are
+  // never unmapped in between.
+  if (::mremap(fresh, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, data_) == MAP_FAILED) {
+    const int saved = errno;
+    ::munmap(fresh, length);
+    errno = saved;
+    fail("private copy (mremap)", path_);
+  }
 }
 
 SharedRegion::~SharedRegion() {

@@ -29,6 +29,12 @@ class SharedRegion {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
 
+  // Replaces the mapping by private memory at the same address holding the
+  // same first `keep` bytes (the rest zero): from then on what the other
+  // side writes into the file is no longer seen here, and pointers into
+  // data() stay valid. Throws connection_failed when the kernel refuses.
+  void make_private(std::size_t keep);
+
  private:
   SharedRegion(std::string path, std::uint8_t* data, std::size_t size, bool owner)
       : path_(std::move(path)), data_(data), size_(size), owner_(owner) {}

@@ -85,6 +85,77 @@ BOOST_AUTO_TEST_CASE(in_place_gives_the_bits_of_all_reduce) {
   BOOST_TEST(values == g);
 }
 
+BOOST_AUTO_TEST_CASE(shared_tensors_give_the_bits_of_all_reduce) {
+  const TensorMap g = at::gradients(0);
+  zring::TensorShapes shapes;
+  for (const auto& [name, tensor] : g) shapes.emplace(name, tensor.shape());
+  for (const std::string& text : at::methods()) {
+    BOOST_TEST_CONTEXT("method " << text) {
+      CompressedAllReduce copying(CompressionMethod::parse(text), 1);
+      CompressedAllReduce sharing(CompressionMethod::parse(text), 1);
+      zring::SharedTensors tensors = sharing.make_shared_tensors(shapes);
+      BOOST_TEST(!tensors.zero_copy());  // standalone: ordinary memory
+      for (int step = 0; step < 2; ++step) {  // twice: error feedback carries over
+        const TensorMap expected = copying.all_reduce(g);
+        tensors.assign(g);
+        sharing.all_reduce_in_place(tensors);
+        for (const auto& [name, tensor] : expected) {
+          BOOST_TEST(tensors.shape(name) == tensor.shape(), boost::test_tools::per_element());
+          const zring::Span<const float> got = tensors[name];
+          BOOST_TEST(same_bits(std::vector<float>(got.begin(), got.end()), tensor.data()), name);
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(shared_tensors_layout_and_bad_use) {
+  CompressedAllReduce ar(CompressionMethod::none(), 1);
+  zring::SharedTensors t = ar.make_shared_tensors({{"b", {2, 3}}, {"a", {4}}, {"s", {}}});
+  BOOST_TEST(t.numel() == 11u);
+  BOOST_TEST(t["a"].size() == 4u);
+  BOOST_TEST(t["b"].size() == 6u);
+  BOOST_TEST(t["s"].size() == 1u);
+  // Name order, one after another, zero-filled.
+  BOOST_TEST(t["a"].data() == t.values().data());
+  BOOST_TEST(t["b"].data() == t.values().data() + 4);
+  BOOST_TEST(t["s"].data() == t.values().data() + 10);
+  for (float v : t.values()) BOOST_TEST(v == 0.0f);
+  // Copies share the memory.
+  zring::SharedTensors copy = t;
+  copy["a"][1] = 5.0f;
+  BOOST_TEST(t["a"][1] == 5.0f);
+  BOOST_TEST(t.to_tensors().at("a").data() == std::vector<float>({0, 5, 0, 0}), boost::test_tools::per_element());
+  // Bad names and sizes are refused and change nothing.
+  BOOST_TEST((at::code_of([&] { (void)t["c"]; }) == ErrorCode::missing_tensor));
+  BOOST_TEST((at::code_of([&] { (void)t.shape("c"); }) == ErrorCode::missing_tensor));
+  TensorMap wrong = t.to_tensors();
+  wrong.at("b") = Tensor(std::vector<float>(5, 1.0f));
+  wrong.at("a") = Tensor(std::vector<float>(4, 2.0f));
+  BOOST_TEST((at::code_of([&] { t.assign(wrong); }) == ErrorCode::size_mismatch));
+  BOOST_TEST(t["a"][0] == 0.0f);
+  wrong.erase("b");
+  BOOST_TEST((at::code_of([&] { t.assign(wrong); }) == ErrorCode::missing_tensor));
+  wrong.emplace("z", Tensor(std::vector<float>(1, 1.0f)));
+  BOOST_TEST((at::code_of([&] { t.assign(wrong); }) == ErrorCode::missing_tensor));
+  BOOST_TEST(t["a"][0] == 0.0f);
+  // Too many values to address is refused.
+  const std::size_t huge = std::size_t{1} << 62;
+  BOOST_TEST((at::code_of([&] { (void)ar.make_shared_tensors({{"x", {huge, 8}}}); }) ==
+              ErrorCode::invalid_argument));
+  // No tensors at all: an empty op.
+  zring::SharedTensors none;
+  BOOST_TEST(none.numel() == 0u);
+  BOOST_TEST(none.values().empty());
+  ar.all_reduce_in_place(none);
+  // A failing op leaves the values as they were.
+  CompressedAllReduce three(CompressionMethod::none(), 3);
+  zring::SharedTensors kept = three.make_shared_tensors({{"a", {3}}});
+  kept["a"][2] = 7.0f;
+  BOOST_TEST((at::code_of([&] { three.all_reduce_in_place(kept); }) == ErrorCode::no_communicator));
+  BOOST_TEST(kept["a"][2] == 7.0f);
+}
+
 BOOST_AUTO_TEST_CASE(world_above_one_without_peers_is_refused) {
   for (std::size_t world : {2u, 3u, 64u}) {
     CompressedAllReduce ar(CompressionMethod::quantization(8), world);

@@ -46,4 +46,5 @@ expect() {
 expect "method=quant:8"
 expect "shape=2x2 w\[3\]=1.000 error_ok=1"
 expect "world2=no_communicator wire_bytes_positive=1"
+expect "shared_same=1"
 echo "check_install: ok"

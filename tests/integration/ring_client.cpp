@@ -4,20 +4,28 @@
 //
 // Connects to its zringd, and for each round all-reduces the gradients
 // make_gradients(SEED, round, rank, SIZES) (SIZES: comma separated, "-" for
-// none) and appends the result's floats to OUT (tensors in name order);
-// odd rounds use all_reduce_in_place, even ones all_reduce. On
+// none) and appends the result's floats to OUT (tensors in name order).
+// Round r takes form (r + SEED) % 3 of the op: all_reduce, all_reduce_in_place
+// of a TensorMap, or all_reduce_in_place of SharedTensors (made once, then
+// reused); all must give the same bits. The SharedTensors must report
+// zero_copy() until an all_reduce of a TensorMap of 256 KiB or more takes
+// the shared buffer, and not after (exit 4 otherwise). On
 // an error it writes "ERROR <kind>: <message>" to OUT.err and exits 3.
 //
 //   ring_client --talk ENDPOINT LOCAL_RANK METHOD SEED SIZES [TIMEOUT_MS]
 //
 // Stays connected and takes commands on stdin, one per line: "round N FILE"
 // all-reduces round N's gradients, writes the result to FILE and answers
-// "ok" or "error <kind> <message>" on stdout; "quit" ends it. The test that
+// "ok" or "error <kind> <message>" on stdout; "shared N FILE" does the same
+// through SharedTensors (made at the first, then kept); "dump 0 FILE" writes
+// what those SharedTensors hold now and answers "ok zero_copy=0|1"; "quit"
+// ends it. The test that
 // drives it decides when the ranks move on, as a training loop would.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <zring/zring.hpp>
@@ -49,6 +57,7 @@ int talk(int argc, char** argv) {
   auto ar = zring::CompressedAllReduce::connect(argv[2], zring::CompressionMethod::parse(argv[4]),
                                                 options);
   std::cout << "ready " << ar.rank() << std::endl;
+  std::optional<zring::SharedTensors> shared;
   for (std::string line; std::getline(std::cin, line);) {
     std::istringstream command(line);
     std::string verb, file;
@@ -56,7 +65,27 @@ int talk(int argc, char** argv) {
     command >> verb >> round >> file;
     if (verb == "quit") return 0;
     try {
-      const auto result = ar.all_reduce(zring::testing::make_gradients(seed, round, ar.rank(), sizes));
+      if (verb == "dump") {
+        if (!shared) throw zring::Error(zring::ErrorCode::invalid_argument, "no SharedTensors yet");
+        std::ofstream out(file, std::ios::binary);
+        write_result(shared->to_tensors(), out);
+        std::cout << "ok zero_copy=" << shared->zero_copy() << std::endl;
+        continue;
+      }
+      const auto grads = zring::testing::make_gradients(seed, round, ar.rank(), sizes);
+      zring::TensorMap result;
+      if (verb == "shared") {
+        if (!shared) {
+          zring::TensorShapes shapes;
+          for (const auto& [name, t] : grads) shapes.emplace(name, t.shape());
+          shared = ar.make_shared_tensors(shapes);
+        }
+        shared->assign(grads);
+        ar.all_reduce_in_place(*shared);
+        result = shared->to_tensors();
+      } else {
+        result = ar.all_reduce(grads);
+      }
       std::ofstream out(file, std::ios::binary);
       write_result(result, out);
       std::cout << "ok" << std::endl;
@@ -91,17 +120,38 @@ int main(int argc, char** argv) {
     auto ar = zring::CompressedAllReduce::connect(endpoint, zring::CompressionMethod::parse(argv[3]),
                                                   options);
     std::ofstream out(out_path, std::ios::binary);
+    const std::uint64_t seed = std::stoull(argv[4]);
+    std::optional<zring::SharedTensors> shared;
+    bool expect_zero_copy = false;
     for (std::uint64_t round = 0; round < std::stoull(argv[5]); ++round) {
-      const zring::TensorMap grads =
-          zring::testing::make_gradients(std::stoull(argv[4]), round, ar.rank(), sizes);
-      // Odd rounds take the in-place form: both must give the same bits.
+      const zring::TensorMap grads = zring::testing::make_gradients(seed, round, ar.rank(), sizes);
+      std::size_t bytes = 0;
+      for (const auto& [name, t] : grads) bytes += t.numel() * sizeof(float);
       zring::TensorMap result;
-      if (round % 2 == 0) {
-        result = ar.all_reduce(grads);
-      } else {
-        result = grads;
-        ar.all_reduce_in_place(result);
+      switch ((round + seed) % 3) {
+        case 0:
+          result = ar.all_reduce(grads);
+          break;
+        case 1:
+          result = grads;
+          ar.all_reduce_in_place(result);
+          break;
+        default:
+          if (!shared) {
+            zring::TensorShapes shapes;
+            for (const auto& [name, t] : grads) shapes.emplace(name, t.shape());
+            shared = ar.make_shared_tensors(shapes);
+            expect_zero_copy = bytes != 0;
+          }
+          if (shared->zero_copy() != expect_zero_copy) {
+            std::cerr << "round " << round << ": zero_copy() is " << shared->zero_copy() << "\n";
+            return 4;
+          }
+          shared->assign(grads);
+          ar.all_reduce_in_place(*shared);
+          result = shared->to_tensors();
       }
+      if ((round + seed) % 3 != 2 && bytes >= (256u << 10)) expect_zero_copy = false;
       for (const auto& [name, t] : result)
         if (t.shape() != grads.at(name).shape()) throw std::runtime_error("shape changed: " + name);
       write_result(result, out);

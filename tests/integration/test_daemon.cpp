@@ -155,6 +155,20 @@ BOOST_AUTO_TEST_CASE(empty_map_and_200_small_tensors) {
   }
 }
 
+// Six rounds go through all three forms twice (ring_client): SharedTensors
+// without a copy, then after an all_reduce of a TensorMap of over 256 KiB
+// took the buffer, through a copy; the same bits every time.
+BOOST_AUTO_TEST_CASE(shared_tensors_with_and_without_their_buffer) {
+  LocalRing ring(ring_options(3, 1));
+  ring.start_all();
+  ring.wait_up();
+  const std::vector<std::size_t> sizes = {1, 7, 70001};
+  for (const char* method : {"none", "quant:8", "ef:topk:10%"}) {
+    const ClientRun run = run_clients(ring, method, 12, 6, [&](std::size_t) { return sizes; });
+    check_run(run, method, 12, 6, sizes);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(manifest_mismatch_fails_every_rank_naming_tensor_and_ranks) {
   LocalRing ring(ring_options(3, 1));
   ring.start_all();

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include <zmq.hpp>
@@ -131,6 +132,61 @@ BOOST_AUTO_TEST_CASE(frozen_peer_times_out_and_thawing_it_recovers) {
              read_file(clients[1].out + ".err"));
   ring.daemon(1).signal(SIGCONT);
   BOOST_TEST(recovers(ring, 70, std::chrono::seconds(30)));
+}
+
+// A client that gave up on a silent daemon must not find its SharedTensors
+// changed when the daemon wakes up and finishes the op after all.
+BOOST_AUTO_TEST_CASE(shared_tensors_given_up_on_a_silent_daemon_stay_as_they_were) {
+  LocalRing ring(options(2, 15000));  // the ring waits out the freeze
+  ring.start_all();
+  ring.wait_up();
+  const std::string sizes = "70001";
+  std::vector<Process> clients;
+  for (std::size_t n = 0; n < 2; ++n) {
+    clients.push_back(Process::spawn_talking(
+        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", "none", "6", sizes, "1500"},
+        ring.dir() + "/shared" + std::to_string(n) + ".err"));
+    const auto ready = clients.back().read_line(std::chrono::seconds(20));
+    BOOST_TEST_REQUIRE(ready.has_value());
+  }
+  auto ask = [&](std::size_t n, const std::string& line) {
+    clients[n].send_line(line);
+    return clients[n].read_line(std::chrono::seconds(30)).value_or("no answer");
+  };
+  const std::string f = ring.dir() + "/shared-";
+  for (std::size_t n = 0; n < 2; ++n) clients[n].send_line("shared 0 " + f + "r0-" + std::to_string(n));
+  for (std::size_t n = 0; n < 2; ++n) BOOST_TEST_REQUIRE(clients[n].read_line(std::chrono::seconds(30)).value_or("") == "ok");
+  BOOST_TEST(ask(0, "dump 0 " + f + "d0") == "ok zero_copy=1");
+
+  // Node 0's daemon freezes before it reads round 1: its client gives up
+  // after 1.5 s of silence while node 1 waits in the ring.
+  ring.daemon(0).signal(SIGSTOP);
+  clients[1].send_line("shared 1 " + f + "r1-1");
+  const std::string gave_up = ask(0, "shared 1 " + f + "r1-0");
+  BOOST_TEST(gave_up.rfind("error timeout", 0) == 0, gave_up);
+  BOOST_TEST(ask(0, "dump 0 " + f + "d1") == "ok zero_copy=0");
+  // Thawed, node 0 runs round 1 with node 1 after all, and writes its
+  // averages into the buffer the client gave up.
+  ring.daemon(0).signal(SIGCONT);
+  BOOST_TEST(clients[1].read_line(std::chrono::seconds(30)).value_or("no answer") == "ok");
+  BOOST_TEST(ask(0, "dump 0 " + f + "d2") == "ok zero_copy=0");
+  // What the client holds is still round 1's input, not those averages.
+  const std::string before = read_file(f + "d1");
+  BOOST_TEST((read_file(f + "d2") == before), "zringd wrote into SharedTensors the client gave up");
+  std::string input;
+  {
+    std::ostringstream out;
+    for (const auto& [name, t] : testing::make_gradients(6, 1, 0, {70001}))
+      out.write(reinterpret_cast<const char*>(t.data().data()), static_cast<std::streamsize>(t.numel() * 4));
+    input = out.str();
+  }
+  BOOST_TEST((before == input), "the SharedTensors changed while the client waited");
+  BOOST_TEST((read_file(f + "r1-1") != input), "node 1 got no averages for round 1");
+  // And the next round works on both, through a copy on node 0.
+  for (std::size_t n = 0; n < 2; ++n) clients[n].send_line("shared 2 " + f + "r2-" + std::to_string(n));
+  for (std::size_t n = 0; n < 2; ++n) BOOST_TEST(clients[n].read_line(std::chrono::seconds(30)).value_or("") == "ok");
+  BOOST_TEST((read_file(f + "r2-0") == read_file(f + "r2-1")), "the ranks got different bits");
+  for (auto& c : clients) c.send_line("quit");
 }
 
 BOOST_AUTO_TEST_CASE(client_that_dies_mid_op_fails_the_op_not_the_daemon) {
