@@ -80,17 +80,12 @@ void advise_huge_pages(void* p, std::size_t bytes) noexcept {
 PayloadReader::PayloadReader(const CompressionMethod& method, const CompressedGradient& g) noexcept
     : method_(method), g_(g), p_(g.payload.data()), end_(g.payload.data() + g.payload.size()) {}
 
-const std::uint8_t* PayloadReader::take(std::size_t bytes, const char* what) {
-  if (bytes > remaining()) {
-    fail(std::string(what) + " needs " + std::to_string(bytes) + " bytes but only " +
-         std::to_string(remaining()) + " remain");
-  }
-  const std::uint8_t* at = p_;
-  p_ += bytes;
-  return at;
+void PayloadReader::short_of(std::size_t bytes, const char* what) const {
+  fail(std::string(what) + " needs " + std::to_string(bytes) + " bytes but only " +
+       std::to_string(remaining()) + " remain");
 }
 
-std::uint32_t PayloadReader::varint(const char* what) {
+std::uint32_t PayloadReader::long_varint(const char* what) {
   // 5 bytes carry 35 bits; the fifth may only hold the top 4 bits of a u32.
   std::uint32_t value = 0;
   for (unsigned i = 0; i < 5; ++i) {

@@ -90,17 +90,33 @@ class PayloadReader {
     return static_cast<std::size_t>(end_ - p_);
   }
   // The next `bytes` bytes; throws when fewer remain.
-  const std::uint8_t* take(std::size_t bytes, const char* what);
+  const std::uint8_t* take(std::size_t bytes, const char* what) {
+    if (bytes > remaining()) short_of(bytes, what);
+    const std::uint8_t* at = p_;
+    p_ += bytes;
+    return at;
+  }
   std::uint32_t u32(const char* what) { return load_u32(take(4, what)); }
   std::uint64_t u64(const char* what) { return load_u64(take(8, what)); }
   float f32(const char* what) { return load_f32(take(4, what)); }
   // One canonical varint of at most 5 bytes whose value fits 32 bits.
-  std::uint32_t varint(const char* what);
+  std::uint32_t varint(const char* what) {
+    // Inline for the common one- and two-byte forms (index deltas).
+    if (remaining() >= 2 && (p_[0] & 0x80u) == 0) return *p_++;
+    if (remaining() >= 2 && (p_[1] & 0x80u) == 0 && p_[1] != 0) {
+      const std::uint32_t v = (p_[0] & 0x7fu) | (static_cast<std::uint32_t>(p_[1]) << 7);
+      p_ += 2;
+      return v;
+    }
+    return long_varint(what);
+  }
   // Throws unless every byte was consumed.
   void expect_end() const;
   [[noreturn]] void fail(const std::string& what) const;
 
  private:
+  [[noreturn]] void short_of(std::size_t bytes, const char* what) const;
+  std::uint32_t long_varint(const char* what);
   const CompressionMethod& method_;
   const CompressedGradient& g_;
   const std::uint8_t* p_;

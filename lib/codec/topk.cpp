@@ -6,16 +6,25 @@
 // kept first. One histogram pass over the top 11 bits finds the bucket where
 // the k-th largest lies; one more pass collects everything above that bucket
 // (all kept) and the bucket's members (the candidates). Two more histogram
-// levels over the candidates alone pin the exact k-th key. No sort.
+// levels over the candidates alone pin the exact k-th key. No sort. For
+// large n and small k a sample of the keys usually finds a bound first that
+// leaves only about 1.5 k candidates for one pass to collect
+// (select_by_sample).
 //
 // Ties: among equal magnitudes the lower index wins, so the result depends
 // only on the values, never on the algorithm's visiting order.
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
+#include <functional>
 #include <cstdint>
 #include <numeric>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "codec/codecs.hpp"
 #include "codec/payload.hpp"
@@ -93,6 +102,118 @@ std::uint32_t exact_key(const std::vector<std::uint32_t>& keys, std::uint32_t to
   return prefix;
 }
 
+// Appends to out the indices i in [begin, end) whose key reaches bound, in
+// order, and to bits their values' bit patterns; returns how many. Both
+// must have room for end - begin more.
+std::size_t collect_scalar(const float* x, std::size_t begin, std::size_t end, std::uint32_t bound,
+                           std::uint32_t* out, std::uint32_t* bits) noexcept {
+  std::size_t count = 0;
+  for (std::size_t i = begin; i < end; ++i) {  // branch-free: candidates are rare and random
+    const auto b = std::bit_cast<std::uint32_t>(x[i]);
+    out[count] = static_cast<std::uint32_t>(i);
+    bits[count] = b;
+    count += (b & 0x7fffffffu) >= bound ? 1 : 0;
+  }
+  return count;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// Eight keys per compare; only a group with a candidate costs more.
+__attribute__((target("avx2"))) std::size_t collect_avx2(const float* x, std::size_t begin,
+                                                         std::size_t end, std::uint32_t bound,
+                                                         std::uint32_t* out,
+                                                         std::uint32_t* bits) noexcept {
+  const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
+  // key >= bound as a signed compare: both lie in [0, 2^31), so bound - 1 >= -1.
+  const __m256i below = _mm256_set1_epi32(static_cast<std::int32_t>(bound) - 1);
+  std::size_t count = 0;
+  std::size_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    const __m256i keys =
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), magnitude);
+    auto hits = static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(keys, below))));
+    while (hits != 0) {
+      const std::size_t at = i + static_cast<std::size_t>(std::countr_zero(hits));
+      out[count] = static_cast<std::uint32_t>(at);
+      bits[count++] = std::bit_cast<std::uint32_t>(x[at]);  // in L1: just loaded
+      hits &= hits - 1;
+    }
+  }
+  return count + collect_scalar(x, i, end, bound, out + count, bits + count);
+}
+#endif
+
+std::size_t collect(const float* x, std::size_t begin, std::size_t end, std::uint32_t bound,
+                    std::uint32_t* out, std::uint32_t* bits) noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return collect_avx2(x, begin, end, bound, out, bits);
+#endif
+  return collect_scalar(x, begin, end, bound, out, bits);
+}
+
+// The fast path for large n and small k: a strided sample of the keys
+// gives a bound that about 1.5 k of the n keys should reach; one pass
+// collects those (in index order) and the exact k-th key is found among
+// them alone, their values with them. False when the sample misled (fewer
+// than k reached the bound, or far more): the radix path then decides.
+// Either way the result is the same set: the k largest keys, ties to the
+// lower index.
+constexpr std::size_t kSample = 1 << 14;
+
+bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<std::uint32_t>& kept,
+                      std::vector<float>& values) {
+  const std::size_t stride = n / kSample;
+  const double share = static_cast<double>(k) / static_cast<double>(n);
+  const double expect = static_cast<double>(kSample) * share;
+  // 1.5 k expected above the bound, plus four standard deviations of the
+  // sample count.
+  const auto rank = static_cast<std::size_t>(1.5 * expect + 4.0 * std::sqrt(expect) + 8.0);
+  if (stride < 2 || rank >= kSample / 4) return false;
+  std::vector<std::uint32_t> sample(kSample);
+  for (std::size_t j = 0; j < kSample; ++j) sample[j] = magnitude_key(x[j * stride]);
+  std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(rank), sample.end(),
+                   std::greater<>());
+  const std::uint32_t bound = sample[rank];
+
+  // A block at a time, with room for all of it.
+  const std::size_t reach = (rank + 1) * stride;  // about how many keys reach the bound
+  const std::size_t cap = 4 * std::max(k, reach) + 4096;
+  constexpr std::size_t kBlock = 4096;
+  std::vector<std::uint32_t> found(cap + kBlock);
+  std::vector<std::uint32_t> bits(cap + kBlock);
+  std::size_t count = 0;
+  for (std::size_t begin = 0; begin < n; begin += kBlock) {
+    if (count > cap) return false;
+    count += collect(x, begin, std::min(n, begin + kBlock), bound, found.data() + count,
+                     bits.data() + count);
+  }
+  if (count < k || count > cap) return false;
+
+  std::vector<std::uint32_t> order(count);
+  for (std::size_t c = 0; c < count; ++c) order[c] = bits[c] & 0x7fffffffu;
+  std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k - 1), order.end(),
+                   std::greater<>());
+  const std::uint32_t threshold = order[k - 1];
+  std::size_t above = 0;
+  for (std::size_t c = 0; c < count; ++c) above += (bits[c] & 0x7fffffffu) > threshold ? 1 : 0;
+  std::size_t ties = k - above;  // equal to the threshold: the first ones win
+  kept.resize(k);
+  values.resize(k);
+  std::size_t j = 0;
+  for (std::size_t c = 0; c < count; ++c) {
+    const std::uint32_t key = bits[c] & 0x7fffffffu;
+    const bool tie = key == threshold && ties > 0;
+    if (key > threshold || tie) {
+      kept[j] = found[c];
+      values[j++] = std::bit_cast<float>(bits[c]);
+    }
+    if (tie) --ties;
+  }
+  return true;
+}
+
 // Indices (ascending) of the k largest |x|, 1 <= k <= n.
 std::vector<std::uint32_t> select_largest(const float* x, std::size_t n, std::size_t k) {
   std::vector<std::uint32_t> kept(k);
@@ -131,9 +252,11 @@ class TopkCodec final : public Codec {
     detail::check_indexable(method_, n);
     CompressedGradient g = detail::start_gradient(method_, n);
     const std::size_t k = method_.kept_for(n);
-    if (k > 0) g.indices = select_largest(x, n, k);
-    g.values.resize(k);
-    for (std::size_t j = 0; j < k; ++j) g.values[j] = x[g.indices[j]];
+    if (k > 0 && !(k < n && select_by_sample(x, n, k, g.indices, g.values))) {
+      g.indices = select_largest(x, n, k);
+      g.values.resize(k);
+      for (std::size_t j = 0; j < k; ++j) g.values[j] = x[g.indices[j]];
+    }
     detail::encode_sparse(g);
     detail::finish_gradient(g, 32);
     return g;

@@ -3,6 +3,7 @@
 // sums all W contributions in rank order: exact, the same bits everywhere,
 // at (N - 1) * C bytes per node. Payloads from the ring are decoded by the
 // validating codec decoder: they are untrusted input.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -50,9 +51,17 @@ class SparsePlan final : public MethodPlan {
     }
     std::vector<Bytes> blobs =
         ring_allgather(in_.link, Phase::blobs, Bytes::take(blob_), sizes, in_.op.ring, in_.stats);
-    std::fill(result, result + in_.elements(), 0.0f);
-    for (std::size_t node = 0; node < blobs.size(); ++node) add_node(node, blobs[node], result);
-    divide(result, in_.elements(), in_.op.world_size);
+    // Every rank's view of every tensor, in rank order.
+    const std::size_t tensors = in_.tensors();
+    std::vector<CompressedGradient> views;
+    views.reserve(blobs.size() * in_.op.local_ranks * tensors);
+    for (std::size_t node = 0; node < blobs.size(); ++node) decode_node(node, blobs[node], views);
+    const std::size_t ranks = views.size() / std::max<std::size_t>(tensors, 1);
+    std::vector<const CompressedGradient*> of_tensor(ranks);
+    for (std::size_t t = 0; t < tensors; ++t) {
+      for (std::size_t r = 0; r < ranks; ++r) of_tensor[r] = &views[r * tensors + t];
+      average(of_tensor, in_.offsets[t + 1] - in_.offsets[t], result + in_.offsets[t]);
+    }
   }
 
  private:
@@ -63,7 +72,32 @@ class SparsePlan final : public MethodPlan {
     return in_.op.local_ranks * per_rank + 16ull * in_.op.local_ranks * in_.tensors() + 64;
   }
 
-  void add_node(std::size_t node, const Bytes& blob, float* result) const {
+  // out = the average of the views (sum in rank order, then / world size),
+  // n values, a block at a time that stays in cache: zero it, add each
+  // view's entries that fall in it (rank order), divide it. out is written
+  // in one pass and never read back from memory. The same bits as zeroing
+  // all of out, accumulating view after view and dividing.
+  void average(const std::vector<const CompressedGradient*>& views, std::size_t n, float* out) const {
+    constexpr std::size_t kBlock = 16384;  // 64 KiB of floats
+    std::vector<std::size_t> at(views.size(), 0);
+    for (std::size_t begin = 0; begin < n; begin += kBlock) {
+      const std::size_t end = std::min(n, begin + kBlock);
+      std::fill(out + begin, out + end, 0.0f);
+      for (std::size_t r = 0; r < views.size(); ++r) {
+        const CompressedGradient& g = *views[r];
+        if (g.indices.empty()) {  // dense (or empty) view
+          for (std::size_t i = begin; i < std::min(end, g.values.size()); ++i) out[i] += g.values[i];
+          continue;
+        }
+        std::size_t j = at[r];
+        for (; j < g.indices.size() && g.indices[j] < end; ++j) out[g.indices[j]] += g.values[j];
+        at[r] = j;
+      }
+      divide(out + begin, end - begin, in_.op.world_size);
+    }
+  }
+
+  void decode_node(std::size_t node, const Bytes& blob, std::vector<CompressedGradient>& views) const {
     const std::size_t tensors = in_.tensors();
     std::vector<wire::Span> spans;
     try {
@@ -86,7 +120,7 @@ class SparsePlan final : public MethodPlan {
                       ranks_of(in_.link, node, in_.op.local_ranks) + ": tensor '" +
                           in_.input.manifest.tensors[t].name + "': " + e.what());
         }
-        codec::accumulate(g, result + in_.offsets[t]);
+        views.push_back(std::move(g));
       }
     }
   }

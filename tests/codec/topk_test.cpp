@@ -62,6 +62,35 @@ BOOST_AUTO_TEST_CASE(keeps_the_k_largest_of_random_data) {
   }
 }
 
+// From n = 32768 on, a sample of the keys picks the candidates
+// (select_by_sample); ties, nan and inputs built to mislead the sample
+// (which fall back to the radix path) must give the same result.
+BOOST_AUTO_TEST_CASE(large_inputs_through_the_sample_give_the_same_set) {
+  const std::size_t n = 300007;
+  std::vector<float> x = t::normal_values(n, 11);
+  for (std::size_t k : {std::size_t{1}, std::size_t{10}, n / 100, n / 20, n / 3})
+    check_against_reference(x, CompressionMethod::topk(k));
+  x[77] = std::numeric_limits<float>::quiet_NaN();
+  x[150000] = -std::numeric_limits<float>::infinity();
+  check_against_reference(x, CompressionMethod::topk(2));
+  check_against_reference(x, CompressionMethod::topk_ratio(0.01));
+  // Huge tie groups.
+  std::mt19937 rng(5);
+  for (float& v : x) v = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+  for (std::size_t k : {std::size_t{1}, std::size_t{500}, n / 100, n / 9})
+    check_against_reference(x, CompressionMethod::topk(k));
+  // The sampled positions (every n / 16384-th) hold the largest values and
+  // nothing else is near them: the sample's bound is too high.
+  const std::size_t stride = n / 16384;
+  for (std::size_t i = 0; i < n; ++i) x[i] = i % stride == 0 ? 100.0f + static_cast<float>(i % 7) : 1e-3f * static_cast<float>(i % 13);
+  for (std::size_t k : {std::size_t{100}, n / 100, n / 10})
+    check_against_reference(x, CompressionMethod::topk(k));
+  // And the opposite: the sampled positions hold the smallest values.
+  for (std::size_t i = 0; i < n; ++i) x[i] = i % stride == 0 ? 0.0f : 1.0f + static_cast<float>(i % 5);
+  for (std::size_t k : {std::size_t{100}, n / 100})
+    check_against_reference(x, CompressionMethod::topk(k));
+}
+
 BOOST_AUTO_TEST_CASE(ties_go_to_the_lower_index) {
   // Small integers: huge tie groups at every magnitude, and +x / -x tie too.
   std::mt19937 rng(8);
