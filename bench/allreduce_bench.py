@@ -55,6 +55,9 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, help="warm-up ops per size (default: by size)")
     p.add_argument("--iters", type=int, help="timed ops per size (default: by size)")
     p.add_argument("--chunk-bytes", type=int, help="zringd chunk_bytes (default: zringd's)")
+    p.add_argument("--fusion", action="store_true",
+                   help="tensor fusion: ResNet-50's 161 parameter tensors (25,557,032 floats) "
+                        "against one tensor of the same size, per method")
     p.add_argument("--zring-api", choices=("shared", "tensors"), default="shared",
                    help="what zring's clients reduce: SharedTensors, which zringd reads and "
                         "writes in place (default), or a TensorMap, copied into the shared "
@@ -68,7 +71,8 @@ def parse_args(argv):
     p.add_argument("--cleanup-netns", action="store_true",
                    help="only delete namespaces a killed earlier run left behind")
     args = p.parse_args(argv)
-    args.sizes = (plan.parse_sizes(args.sizes) if args.sizes else
+    args.sizes = ([plan.RESNET50_BYTES] if args.fusion else
+                  plan.parse_sizes(args.sizes) if args.sizes else
                   plan.SCALING_SIZES if args.scaling else
                   plan.QUICK_SIZES if args.quick else plan.DEFAULT_SIZES)
     args.methods = plan.parse_methods(args.methods)
@@ -199,12 +203,14 @@ class Bench:
                 largest = max(a.sizes)
                 with runners.ZringRing(series, largest, a.chunk_bytes, a.zring_api) as ring:
                     for m in a.methods:
-                        why = ring.ensure_up()
-                        if why:
-                            self.log(f"zringd restarted before {m}: {why}")
-                        safe = m.replace(":", "-").replace("%", "pct")
-                        self.measure(series, "zring", m,
-                                     lambda: ring.run_method(m, f"zring-{safe}"))
+                        for layout in (("flat", "resnet50") if a.fusion else ("flat",)):
+                            why = ring.ensure_up()
+                            if why:
+                                self.log(f"zringd restarted before {m}: {why}")
+                            safe = m.replace(":", "-").replace("%", "pct")
+                            label = m if layout == "flat" else f"{m} (161 tensors)"
+                            self.measure(series, "zring", label,
+                                         lambda: ring.run_method(m, f"zring-{safe}-{layout}", layout))
         finally:
             net.close()
         self.derive()

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier_all_to_one.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
@@ -46,8 +47,10 @@ int main(int argc, char** argv) {
     for (const zb::SizeStep& step : plan) {
       const std::size_t n = step.elements();
       gloo::AllreduceRingChunked<float> allreduce(context, {buffer.data()}, static_cast<int>(n));
+      gloo::BarrierAllToOne barrier(context);
       for (int i = 0; i < step.warmup + step.iters; ++i) {
         std::memcpy(buffer.data(), gradient.data(), n * sizeof(float));
+        barrier.run();  // every op starts together, its input restored (untimed)
         const std::int64_t start = zb::now_ns();
         allreduce.run();
         const double seconds = zb::seconds_since(start);

@@ -2,7 +2,7 @@
 //
 //   zring_allreduce_client --endpoint ipc://... --method quant:8 --rank R
 //       [--local-rank L] --plan BYTES:WARMUP:ITERS,... --out FILE
-//       [--timeout-ms T] [--api shared|tensors]
+//       [--timeout-ms T] [--api shared|tensors] [--layout flat|resnet50]
 //
 // Connects to its node's daemon exactly as a training process would
 // (CompressedAllReduce::connect) and times each all_reduce_in_place of one
@@ -14,7 +14,9 @@
 // restored before each op, outside the timed region. The wire bytes of an
 // op are the growth of traffic().wire_bytes: what this rank's node sent on
 // the ring. A size whose ops fail is reported on stderr ("error at BYTES
-// bytes: ...") and left out of the timings.
+// bytes: ...") and left out of the timings. --layout resnet50 reduces
+// ResNet-50's 161 parameter tensors (the plan's size must be their
+// 102,228,128 bytes) instead of one tensor: the tensor-fusion check.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -32,41 +34,104 @@ namespace zb = zring::bench;
 
 namespace {
 
+// ResNet-50's 161 parameter tensors (torchvision's layout: 25,557,032
+// floats), named in their order in the model, for the tensor-fusion check.
+zring::TensorShapes resnet50() {
+  zring::TensorShapes shapes;
+  std::size_t count = 0;
+  auto add = [&](const std::string& name, std::vector<std::size_t> shape) {
+    char prefix[8];
+    std::snprintf(prefix, sizeof prefix, "%03zu.", count++);  // keeps the model's order
+    shapes.emplace(prefix + name, std::move(shape));
+  };
+  auto conv_bn = [&](const std::string& name, std::size_t out, std::size_t in, std::size_t k) {
+    add(name + ".conv.weight", {out, in, k, k});
+    add(name + ".bn.weight", {out});
+    add(name + ".bn.bias", {out});
+  };
+  conv_bn("stem", 64, 3, 7);
+  std::size_t in = 64;
+  const std::size_t blocks[4] = {3, 4, 6, 3};
+  for (std::size_t layer = 0; layer < 4; ++layer) {
+    const std::size_t width = std::size_t{64} << layer;
+    for (std::size_t b = 0; b < blocks[layer]; ++b) {
+      const std::string name = "layer" + std::to_string(layer + 1) + "." + std::to_string(b);
+      conv_bn(name + ".a", width, in, 1);
+      conv_bn(name + ".b", width, width, 3);
+      conv_bn(name + ".c", 4 * width, width, 1);
+      if (b == 0) conv_bn(name + ".downsample", 4 * width, in, 1);
+      in = 4 * width;
+    }
+  }
+  add("fc.weight", {1000, 2048});
+  add("fc.bias", {1000});
+  return shapes;
+}
+
+std::size_t numel(const std::vector<std::size_t>& shape) {
+  std::size_t n = 1;
+  for (std::size_t e : shape) n *= e;
+  return n;
+}
+
 // The values live in SharedTensors (--api shared, the default): zringd
 // reads them and writes the averages back where they are, with no copy on
 // either side. --api tensors times all_reduce_in_place of a TensorMap
-// instead: one copy into the shared buffer and one back.
+// instead: one copy into the shared buffer and one back. Before each op
+// every rank restores its input and waits at a barrier (a one-float
+// all_reduce), both untimed: ops start together, as the peers' do.
 void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient, bool shared,
-              const zb::SizeStep& step, zb::TimingsFile& out) {
+              const zring::TensorShapes& shapes, const zb::SizeStep& step, zb::TimingsFile& out) {
   const std::size_t n = step.elements();
-  zring::TensorMap grads, work;
+  std::size_t total = 0;
+  for (const auto& [name, shape] : shapes) total += numel(shape);
+  if (total != n)
+    throw std::runtime_error("the layout holds " + std::to_string(total) + " floats, the plan " +
+                             std::to_string(n));
+  zring::TensorMap work;
   zring::SharedTensors tensors;
   if (shared) {
-    tensors = ar.make_shared_tensors({{"grad", {n}}});
+    tensors = ar.make_shared_tensors(shapes);
   } else {
-    grads.emplace("grad", zring::Tensor(std::vector<float>(gradient.begin(), gradient.begin() + n)));
-    work = grads;
+    for (const auto& [name, shape] : shapes)
+      work.emplace(name, zring::Tensor(std::vector<float>(numel(shape)), shape));
   }
-  auto restore = [&] {  // outside the timed region, like the peers' inputs
-    if (shared) std::copy(gradient.begin(), gradient.begin() + n, tensors["grad"].begin());
-    else work.at("grad").data() = grads.at("grad").data();  // the same storage, refilled
+  auto restore = [&] {
+    if (shared) {
+      std::copy(gradient.begin(), gradient.begin() + n, tensors.values().begin());
+      return;
+    }
+    std::size_t at = 0;  // the same storage, refilled
+    for (auto& [name, t] : work) {
+      std::copy(gradient.begin() + at, gradient.begin() + at + t.numel(), t.data().begin());
+      at += t.numel();
+    }
   };
+  const zring::TensorMap one{{"barrier", zring::Tensor(std::vector<float>{1.0f})}};
   auto reduce = [&] {
     if (shared) ar.all_reduce_in_place(tensors);
     else ar.all_reduce_in_place(work);
   };
-  for (int i = 0; i < step.warmup; ++i) {
+  std::vector<float> fused(shared ? 0 : n);
+  auto result = [&]() -> const float* {
+    if (shared) return tensors.values().data();
+    std::size_t at = 0;
+    for (const auto& [name, t] : work) {
+      std::copy(t.data().begin(), t.data().end(), fused.begin() + static_cast<std::ptrdiff_t>(at));
+      at += t.numel();
+    }
+    return fused.data();
+  };
+  for (int i = 0; i < step.warmup + step.iters; ++i) {
     restore();
-    reduce();
-  }
-  for (int i = 0; i < step.iters; ++i) {
-    restore();
+    (void)ar.all_reduce(one);
     const std::uint64_t wire_before = ar.traffic().wire_bytes;
     const std::int64_t start = zb::now_ns();
     reduce();
     const double seconds = zb::seconds_since(start);
-    const float* values = shared ? tensors["grad"].data() : work.at("grad").data().data();
-    out.row(step.bytes, i, seconds, ar.traffic().wire_bytes - wire_before, zb::checksum(values, n));
+    if (i >= step.warmup)
+      out.row(step.bytes, i - step.warmup, seconds, ar.traffic().wire_bytes - wire_before,
+              zb::checksum(result(), n));
   }
 }
 
@@ -75,7 +140,11 @@ void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient
 int main(int argc, char** argv) {
   try {
     const zb::Args args(argc, argv,
-                        {"endpoint", "method", "rank", "local-rank", "plan", "out", "timeout-ms", "api"});
+                        {"endpoint", "method", "rank", "local-rank", "plan", "out", "timeout-ms", "api",
+                         "layout"});
+    const std::string layout = args.get("layout", "flat");
+    if (layout != "flat" && layout != "resnet50")
+      throw std::runtime_error("--layout is flat or resnet50, not " + layout);
     const std::string api = args.get("api", "shared");
     if (api != "shared" && api != "tensors") throw std::runtime_error("--api is shared or tensors, not " + api);
     zring::ConnectOptions options;
@@ -92,7 +161,9 @@ int main(int argc, char** argv) {
     zb::TimingsFile out(args.get("out"));
     for (const zb::SizeStep& step : plan) {
       try {
-        run_step(ar, gradient, api == "shared", step, out);
+        const zring::TensorShapes shapes =
+            layout == "flat" ? zring::TensorShapes{{"grad", {step.elements()}}} : resnet50();
+        run_step(ar, gradient, api == "shared", shapes, step, out);
       } catch (const zring::Error& e) {
         // Every rank gets the same error (zring's contract): all move on to
         // the next size together, and the driver reports this one as failed.

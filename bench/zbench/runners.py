@@ -176,7 +176,7 @@ class ZringRing:
                                        f"{daemon.name} says:\n{daemon.log_tail()}")
                 time.sleep(0.1)
 
-    def run_method(self, method, name):
+    def run_method(self, method, name, layout="flat"):
         """All ranks run the plan with `method`; returns the timings directory.
         Raises Failed when a client fails or a daemon dies meanwhile."""
         out = self.s.out_dir(name)
@@ -188,7 +188,7 @@ class ZringRing:
                     self.s.bins.zring_client, "--endpoint", self.ipc(node), "--method", method,
                     "--rank", str(r), "--local-rank", str(r % self.s.local_ranks),
                     "--plan", self.s.plan, "--out", os.path.join(out, f"rank-{r}.csv"),
-                    "--api", self.api])
+                    "--api", self.api, "--layout", layout])
                 clients.spawn(f"zring client rank {r}", argv, os.path.join(out, f"rank-{r}.log"))
             clients.wait(self.s.timeout, also_alive=self.group.children)
         except procs.Failed as e:
