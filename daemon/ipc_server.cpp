@@ -1,6 +1,9 @@
 #include "ipc_server.hpp"
 
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -27,6 +30,45 @@ zmq::message_t share(const std::shared_ptr<float[]>& values, std::size_t element
 }
 
 std::string ipc_path(const std::string& endpoint) { return endpoint.substr(std::strlen("ipc://")); }
+
+// Whether files in dir live in memory (tmpfs, ramfs): shared buffers must,
+// or every op's values are written back to a disk.
+bool in_memory(const std::filesystem::path& dir) {
+  struct statfs fs {};
+  if (::statfs(dir.empty() ? "." : dir.c_str(), &fs) != 0) return false;
+  return fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC;
+}
+
+// Where this daemon's shared buffers go, as a path prefix: next to the IPC
+// socket (under systemd /run/zring, a tmpfs), or in /dev/shm when the
+// socket's directory is on a disk, named after the socket so that only
+// this daemon's files carry the prefix.
+std::string region_prefix(const std::string& socket) {
+  const std::filesystem::path path(socket);
+  if (in_memory(path.parent_path())) return socket + ".shm.";
+  const std::filesystem::path shm("/dev/shm");
+  if (in_memory(shm) && ::access(shm.c_str(), W_OK) == 0) {
+    std::string name = socket;
+    for (char& c : name)
+      if (c == '/') c = '_';
+    return (shm / ("zring" + name)).string() + ".shm.";
+  }
+  log_warn("shared buffers for large tensors go to " + path.parent_path().string() +
+           ", which is not in memory (no tmpfs there or at /dev/shm): every op writes them to disk");
+  return socket + ".shm.";
+}
+
+// Removes the buffers a daemon on the same socket left when it died (their
+// names would collide with this one's).
+void remove_stale_regions(const std::string& prefix) {
+  const std::filesystem::path p(prefix);
+  const std::string stem = p.filename().string();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(p.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(stem, 0) == 0) std::filesystem::remove(entry.path(), ec);
+  }
+}
 
 }  // namespace
 
@@ -62,6 +104,9 @@ void IpcServer::start() {
   // Only the daemon's user and group may talk to it.
   if (::chmod(path.c_str(), 0660) != 0)
     log_warn("cannot set mode 0660 on " + path + ": " + std::strerror(errno));
+  region_prefix_ = region_prefix(path);
+  remove_stale_regions(region_prefix_);
+  log_info("shared buffers for large tensors: " + region_prefix_ + "*");
   fd_.assign(socket_.get(zmq::sockopt::fd));
   running_ = true;
   arm();
@@ -251,8 +296,9 @@ void IpcServer::on_attach(const std::string& client, const wire::IpcHeader& head
                    " bytes is not offered (1 byte .. 64 GiB)");
     return;
   }
-  const std::string path = ipc_path(config_.ipc) + ".shm." + std::to_string(l) + "." +
-                           std::to_string(++regions_made_);
+  // The pid keeps names unguessable in a shared directory such as /dev/shm.
+  const std::string path = region_prefix_ + std::to_string(::getpid()) + "." + std::to_string(l) +
+                           "." + std::to_string(++regions_made_);
   try {
     regions_[l] = transport::SharedRegion::create(path, header.wire_bytes);
   } catch (const Error& e) {

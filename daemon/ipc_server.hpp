@@ -170,6 +170,7 @@ class IpcServer {
   std::vector<std::optional<std::string>> owes_;      // per local rank: fail its next op
   std::vector<std::shared_ptr<transport::SharedRegion>> regions_;  // per local rank
   std::uint64_t regions_made_ = 0;
+  std::string region_prefix_;  // shared buffers are region_prefix_<pid>.<rank>.<n>
   std::map<std::uint64_t, std::vector<Request>> running_ops_;  // job id -> its requests
   std::uint64_t next_job_ = 1;
   std::optional<Clock::time_point> refusal_logged_;  // last warning about refused connections
