@@ -241,9 +241,8 @@ void RingWorker::execute(OpJob& job) {
   context.op_number = done.op;
   context.ring.chunk_bytes = config_.chunk_bytes;
   context.ring.timeout = config_.timeout;
-  const bool feedback = input.method.has_error_feedback() && input.error.empty();
-  std::vector<codec::ErrorFeedback> saved;
-  if (feedback) saved = r.residuals;  // a failed op must not eat what it did not send
+  // A failed op must not eat what it did not send: run_allreduce changes
+  // the residuals only when the op succeeds.
   const auto started = Clock::now();
   try {
     collective::OpOutput out = collective::run_allreduce(r.ring, context, input, r.residuals, r.workspace);
@@ -260,11 +259,9 @@ void RingWorker::execute(OpJob& job) {
     r.ring.end_op(transport::ZmqRing::Failure{e.code(), e.what(), true});
     done.failure = Failure{e.code(), e.what()};
   } catch (const Error& e) {
-    if (feedback) r.residuals = std::move(saved);
     r.ring.end_op(transport::ZmqRing::Failure{e.code(), e.what(), false});
     done.failure = Failure{e.code(), e.what()};
   } catch (const std::exception& e) {
-    if (feedback) r.residuals = std::move(saved);
     const std::string text = std::string("op failed inside zringd: ") + e.what();
     r.ring.end_op(transport::ZmqRing::Failure{ErrorCode::internal, text, false});
     done.failure = Failure{ErrorCode::internal, text};

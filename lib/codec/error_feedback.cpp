@@ -31,6 +31,53 @@ void ErrorFeedback::update(const std::string& name, const float* corrected, cons
   for (std::size_t i = 0; i < n; ++i) r[i] = keepable(corrected[i] - decoded[i]);
 }
 
+std::vector<float>& ErrorFeedback::staging(const std::string& name, std::size_t n) {
+  std::vector<float>& v = pending_[name];
+  if (v.empty()) {
+    if (auto it = spare_.find(name); it != spare_.end()) {
+      v.swap(it->second);
+      spare_.erase(it);
+    }
+  }
+  v.resize(n);
+  return v;
+}
+
+void ErrorFeedback::stage(const std::string& name, const float* corrected, const float* decoded,
+                          std::size_t n) {
+  std::vector<float>& r = staging(name, n);
+  for (std::size_t i = 0; i < n; ++i) r[i] = keepable(corrected[i] - decoded[i]);
+}
+
+void ErrorFeedback::stage_sparse(const std::string& name, const float* corrected, std::size_t n,
+                                 const CompressedGradient& view) {
+  std::vector<float>& r = staging(name, n);
+  // What a dense decode would hold: 0 + value at the view's entries (0 + v
+  // is v but for -0, which it makes +0), 0 elsewhere; c - 0 is c.
+  if (detail::is_dense_view(view)) {
+    for (std::size_t i = 0; i < n; ++i) r[i] = keepable(corrected[i] - (0.0f + view.values[i]));
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) r[i] = keepable(corrected[i]);
+  for (std::size_t j = 0; j < view.indices.size(); ++j) {
+    const std::uint32_t i = view.indices[j];
+    r[i] = keepable(corrected[i] - (0.0f + view.values[j]));
+  }
+}
+
+void ErrorFeedback::commit() {
+  for (auto& [name, next] : pending_) {
+    residuals_[name].swap(next);
+    spare_[name].swap(next);  // the old residual: the next stage's buffer
+  }
+  pending_.clear();
+}
+
+void ErrorFeedback::discard() {
+  for (auto& [name, next] : pending_) spare_[name].swap(next);
+  pending_.clear();
+}
+
 CompressedGradient ErrorFeedback::compress(const Codec& codec, const std::string& name,
                                            const float* x, std::size_t n, const CodecContext& ctx) {
   // The residual buffer itself becomes the corrected gradient and then the

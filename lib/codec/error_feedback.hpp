@@ -26,6 +26,17 @@ class ErrorFeedback {
   void update(const std::string& name, const float* corrected, const float* decoded,
               std::size_t n);
 
+  // For an op that may still fail: the next residual of name, computed
+  // like update() (stage) or, for a sparse view, as corrected with the
+  // view's entries taken off (stage_sparse: one pass, no dense decode),
+  // kept aside until commit() makes every staged residual current, or
+  // discard() drops them. Buffers are reused from op to op.
+  void stage(const std::string& name, const float* corrected, const float* decoded, std::size_t n);
+  void stage_sparse(const std::string& name, const float* corrected, std::size_t n,
+                    const CompressedGradient& view);
+  void commit();
+  void discard();
+
   // corrected -> compress with codec -> update; returns what travels.
   [[nodiscard]] CompressedGradient compress(const Codec& codec, const std::string& name,
                                             const float* x, std::size_t n,
@@ -33,11 +44,20 @@ class ErrorFeedback {
 
   // The residual of name, or nullptr when there is none yet.
   [[nodiscard]] const std::vector<float>* residual(const std::string& name) const;
-  void clear() noexcept { residuals_.clear(); }
+  void clear() noexcept {
+    residuals_.clear();
+    pending_.clear();
+    spare_.clear();
+  }
   [[nodiscard]] std::size_t size() const noexcept { return residuals_.size(); }
 
  private:
+  std::vector<float>& staging(const std::string& name, std::size_t n);
+
   std::unordered_map<std::string, std::vector<float>> residuals_;
+  std::unordered_map<std::string, std::vector<float>> pending_;  // staged, not yet current
+  std::unordered_map<std::string, std::vector<float>> spare_;    // buffers for the next stage
+
 };
 
 }  // namespace zring::codec

@@ -107,8 +107,14 @@ void PlanInputs::update_feedback(std::size_t l, const float* decoded) {
   const auto& specs = input.manifest.tensors;
   for (std::size_t t = 0; t < specs.size(); ++t) {
     const std::size_t off = offsets[t];
-    residuals[l].update(specs[t].name, x[l] + off, decoded + off, offsets[t + 1] - off);
+    residuals[l].stage(specs[t].name, x[l] + off, decoded + off, offsets[t + 1] - off);
   }
+}
+
+void PlanInputs::update_feedback_sparse(std::size_t l, std::size_t t, const CompressedGradient& view) {
+  if (!feedback()) return;
+  const std::size_t off = offsets[t];
+  residuals[l].stage_sparse(input.manifest.tensors[t].name, x[l] + off, offsets[t + 1] - off, view);
 }
 
 OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& input,
@@ -124,6 +130,7 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
   if (input.error.empty()) {
     if (input.ranks.size() != context.local_ranks || residuals.size() != context.local_ranks)
       throw Error(ErrorCode::internal, "run_allreduce: one contribution per local rank expected");
+    for (codec::ErrorFeedback& r : residuals) r.discard();  // what a failed op staged
     correct_inputs(in);
     plan = make_plan(in);
     plan->prepare(mine);
@@ -134,6 +141,10 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
   out.values = input.output ? std::shared_ptr<float[]>(input.output_owner, input.output)
                             : workspace.result(out.elements);
   plan->execute(summaries, out.values.get());
+  // The op went through: what the plan staged becomes the residuals. An op
+  // that fails anywhere before leaves them as they were.
+  if (in.feedback())
+    for (codec::ErrorFeedback& r : residuals) r.commit();
   return out;
 }
 

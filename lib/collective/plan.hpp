@@ -29,8 +29,12 @@ struct PlanInputs {
   [[nodiscard]] std::size_t elements() const noexcept { return offsets.back(); }
   [[nodiscard]] std::size_t tensors() const noexcept { return offsets.size() - 1; }
   [[nodiscard]] bool feedback() const noexcept { return input.method.has_error_feedback(); }
-  // With error feedback: residual of local rank l = x[l] - decoded, per tensor.
+  // With error feedback: the next residual of local rank l = x[l] - decoded,
+  // per tensor, staged until the op succeeds (run_allreduce commits it).
   void update_feedback(std::size_t l, const float* decoded);
+  // The same for tensor t from its sparse (or dense) view, without a
+  // dense decode.
+  void update_feedback_sparse(std::size_t l, std::size_t t, const CompressedGradient& view);
 };
 
 class MethodPlan {

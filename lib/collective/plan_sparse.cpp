@@ -23,16 +23,13 @@ class SparsePlan final : public MethodPlan {
 
   void prepare(NodeSummary& summary) override {
     std::vector<std::vector<std::uint8_t>> payloads;
-    float* decoded = in_.feedback() ? sized(in_.work.decoded, in_.elements()) : nullptr;
     for (std::size_t l = 0; l < in_.x.size(); ++l) {
-      if (decoded) std::fill(decoded, decoded + in_.elements(), 0.0f);
       for (std::size_t t = 0; t < in_.tensors(); ++t) {
         const std::size_t off = in_.offsets[t];
         CompressedGradient g = codec_->compress(in_.x[l] + off, in_.offsets[t + 1] - off, {});
-        if (decoded) codec::accumulate(g, decoded + off);
+        in_.update_feedback_sparse(l, t, g);
         payloads.push_back(std::move(g.payload));
       }
-      if (decoded) in_.update_feedback(l, decoded);
     }
     blob_ = std::make_shared<std::vector<std::uint8_t>>(wire::encode_payload_list(payloads));
     summary.blob_bytes = blob_->size();

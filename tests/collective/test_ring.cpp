@@ -60,7 +60,8 @@ void run_op(InprocRing& ring, std::size_t local, const CompressionMethod& method
             const std::vector<TensorMap>& inputs, std::uint64_t op,
             std::vector<std::vector<codec::ErrorFeedback>>& residuals, RingRun& run,
             std::size_t chunk_bytes = 4096,
-            std::function<void(std::size_t, OpInput&)> tweak = nullptr) {
+            std::function<void(std::size_t, OpInput&)> tweak = nullptr,
+            std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   const std::size_t nodes = ring.nodes();
   run.outputs.assign(nodes, {});
   run.errors.assign(nodes, "");
@@ -77,7 +78,7 @@ void run_op(InprocRing& ring, std::size_t local, const CompressionMethod& method
       ctx.op_seed = 1234 + op;
       ctx.op_number = op;
       ctx.ring.chunk_bytes = chunk_bytes;
-      ctx.ring.timeout = std::chrono::seconds(20);
+      ctx.ring.timeout = timeout;
       OpInput in;
       in.manifest = manifest_of(inputs[n * local], method);
       in.method = method;
@@ -172,6 +173,49 @@ BOOST_DATA_TEST_CASE(every_method_matches_the_reference,
                                      << cmp.bad << " bad, " << cmp.at_boundary
                                      << " at a boundary of " << cmp.elements << "; first: "
                                      << cmp.first_bad);
+  }
+}
+
+// A failed op leaves every residual as it was: a node that cannot take
+// part (op 1), and a ring that breaks after the summaries were exchanged
+// (op 2: no message of the data phases arrives). Op 3 then gets
+// what it would have got had ops 1 and 2 never run.
+BOOST_AUTO_TEST_CASE(failed_ops_leave_the_residuals_as_they_were) {
+  for (const char* text : {"ef:topk:5%", "ef:quant:4", "ef:sign"}) {
+    const CompressionMethod method = CompressionMethod::parse(text);
+    const std::vector<std::size_t> sizes = {1000, 5000};
+    InprocRing ring(3);
+    std::vector<std::vector<codec::ErrorFeedback>> residuals(3, std::vector<codec::ErrorFeedback>(1));
+    std::vector<std::map<std::string, std::vector<float>>> ref_residuals(3);
+    RingRun run;
+    const auto first = make_inputs(3, 0, sizes);
+    run_op(ring, 1, method, first, 0, residuals, run);
+    check_same_bits(run);
+    (void)testing::expected_average(method, first, &ref_residuals);
+
+    run_op(ring, 1, method, make_inputs(3, 1, sizes), 1, residuals, run, 4096, [](std::size_t n, OpInput& in) {
+      if (n == 1) {
+        in.ranks.clear();
+        in.error = "local rank 0 was late";
+        in.error_code = static_cast<int>(ErrorCode::timeout);
+      }
+    });
+    for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(!run.errors[n].empty(), text << " op 1 node " << n);
+
+    InprocRing broken(3);
+    broken.set_filter([](std::size_t, const Message& m) {
+      return m.tag.phase != Phase::manifest ? std::vector<Message>{} : std::vector<Message>{m};
+    });
+    run_op(broken, 1, method, make_inputs(3, 2, sizes), 2, residuals, run, 4096, nullptr,
+           std::chrono::milliseconds(500));
+    for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(!run.errors[n].empty(), text << " op 2 node " << n);
+
+    const auto third = make_inputs(3, 3, sizes);
+    run_op(ring, 1, method, third, 3, residuals, run);
+    check_same_bits(run);
+    const testing::Expected expected = testing::expected_average(method, third, &ref_residuals);
+    const testing::Comparison cmp = testing::compare(unfuse(run.outputs[0], third[0]), expected);
+    BOOST_TEST(cmp.ok(), text << ": " << cmp.bad << " bad; first: " << cmp.first_bad);
   }
 }
 
