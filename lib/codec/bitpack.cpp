@@ -10,6 +10,10 @@
 #include <cstring>
 #include <utility>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "codec/codec.hpp"
 #include "codec/payload.hpp"
 
@@ -177,6 +181,111 @@ bool unpack_grouped(unsigned bits, const std::uint8_t* in, std::size_t n, std::u
   return ((bits == W + 1 ? (unpack_groups<W + 1>(in, n, codes), true) : false) || ...);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define ZRING_BITPACK_AVX2 1
+
+// AVX2 for widths that are not a whole number of bytes per code (3..15):
+// a group of 8 codes is W bytes, loaded (or stored) as 16. Code j starts at
+// bit j*W: byte o_j = j*W/8, shift s_j = j*W%8, and spans at most 3 bytes.
+// Groups stop 16 bytes before the end of the stream; the general loops
+// finish. Same bits as the scalar code.
+struct GroupLayout {
+  alignas(32) std::uint8_t gather[32];  // unpack: the bytes of code j into lane j
+  alignas(32) std::uint32_t shift[8];
+};
+
+GroupLayout group_layout(unsigned w) noexcept {
+  GroupLayout g{};
+  for (unsigned j = 0; j < 8; ++j) {
+    const unsigned o = j * w / 8;
+    g.shift[j] = j * w % 8;
+    for (unsigned b = 0; b < 4; ++b) {
+      // pshufb works within each 128-bit half; both halves hold the same 16 bytes.
+      const unsigned from = o + b;
+      g.gather[4 * j + b] = (b < 3 && from < 16) ? static_cast<std::uint8_t>(from) : 0x80;
+    }
+  }
+  return g;
+}
+
+// Whole groups that can be read or written as 16 bytes inside `bytes`.
+std::size_t safe_groups(std::size_t n, unsigned w, std::size_t bytes) noexcept {
+  const std::size_t groups = n / 8;
+  if (bytes < 16) return 0;
+  return std::min(groups, (bytes - 16) / w + 1);
+}
+
+__attribute__((target("avx2"))) std::size_t unpack_avx2(const std::uint8_t* in, std::size_t n,
+                                                        unsigned w, std::uint32_t* codes) noexcept {
+  const std::size_t groups = safe_groups(n, w, packed_bytes(n, w));
+  const GroupLayout layout = group_layout(w);
+  const __m256i gather = _mm256_load_si256(reinterpret_cast<const __m256i*>(layout.gather));
+  const __m256i shift = _mm256_load_si256(reinterpret_cast<const __m256i*>(layout.shift));
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>((1u << w) - 1));
+  for (std::size_t g = 0; g < groups; ++g) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + g * w));
+    const __m256i both = _mm256_broadcastsi128_si256(bytes);
+    const __m256i lanes = _mm256_srlv_epi32(_mm256_shuffle_epi8(both, gather), shift);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 8 * g), _mm256_and_si256(lanes, mask));
+  }
+  return groups;
+}
+
+// Packing W >= 9: each output byte takes bits from at most two codes, which
+// two pshufb per 128-bit half gather (lanes 0-3 the low half, 4-7 the high).
+struct PackLayout {
+  alignas(32) std::uint8_t first[32];
+  alignas(32) std::uint8_t second[32];
+};
+
+PackLayout pack_layout(unsigned w) noexcept {
+  PackLayout p{};
+  for (unsigned half = 0; half < 2; ++half) {
+    for (unsigned m = 0; m < 16; ++m) {
+      std::uint8_t picks[2] = {0x80, 0x80};
+      unsigned found = 0;
+      for (unsigned j = 4 * half; j < 4 * half + 4 && found < 2; ++j) {
+        const unsigned o = j * w / 8;
+        const unsigned last = (j * w + w - 1) / 8;
+        if (m >= o && m <= last) picks[found++] = static_cast<std::uint8_t>(4 * (j - 4 * half) + (m - o));
+      }
+      p.first[16 * half + m] = picks[0];
+      p.second[16 * half + m] = picks[1];
+    }
+  }
+  return p;
+}
+
+__attribute__((target("avx2"))) std::size_t pack_avx2(const std::uint32_t* codes, std::size_t n,
+                                                      unsigned w, std::uint8_t* out) noexcept {
+  const std::size_t groups = safe_groups(n, w, packed_bytes(n, w));
+  const GroupLayout layout = group_layout(w);
+  const PackLayout picks = pack_layout(w);
+  const __m256i shift = _mm256_load_si256(reinterpret_cast<const __m256i*>(layout.shift));
+  const __m256i first = _mm256_load_si256(reinterpret_cast<const __m256i*>(picks.first));
+  const __m256i second = _mm256_load_si256(reinterpret_cast<const __m256i*>(picks.second));
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>((1u << w) - 1));
+  for (std::size_t g = 0; g < groups; ++g) {
+    const __m256i c = _mm256_and_si256(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 8 * g)), mask);
+    const __m256i placed = _mm256_sllv_epi32(c, shift);
+    const __m256i halves = _mm256_or_si256(_mm256_shuffle_epi8(placed, first),
+                                           _mm256_shuffle_epi8(placed, second));
+    const __m128i bytes = _mm_or_si128(_mm256_castsi256_si128(halves),
+                                       _mm256_extracti128_si256(halves, 1));
+    // 16 bytes, of which the group owns W: the next group's store (or the
+    // general loop) writes the rest.
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + g * w), bytes);
+  }
+  return groups;
+}
+
+bool have_avx2() noexcept {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
 // The grouped path needs the host to store the low byte first.
 constexpr bool kGrouped = std::endian::native == std::endian::little;
 using Widths = std::make_integer_sequence<unsigned, 16>;  // 1..16
@@ -197,9 +306,17 @@ void pack_bits(const std::uint32_t* codes, std::size_t n, unsigned bits,
       return;
     case 16:
       return pack16(codes, n, out);
-    default:
+    default: {
+      std::size_t done = 0;
+#ifdef ZRING_BITPACK_AVX2
+      if (bits >= 9 && bits <= 15 && have_avx2()) done = pack_avx2(codes, n, bits, out);
+#endif
+      codes += 8 * done;
+      n -= 8 * done;
+      out += done * bits;
       if (kGrouped && pack_grouped(bits, codes, n, out, Widths{})) return;
       return pack_any(codes, n, bits, out);
+    }
   }
 }
 
@@ -217,9 +334,17 @@ void unpack_bits(const std::uint8_t* in, std::size_t n, unsigned bits,
       return;
     case 16:
       return unpack16(in, n, codes);
-    default:
+    default: {
+      std::size_t done = 0;
+#ifdef ZRING_BITPACK_AVX2
+      if (bits <= 15 && have_avx2()) done = unpack_avx2(in, n, bits, codes);
+#endif
+      codes += 8 * done;
+      n -= 8 * done;
+      in += done * bits;
       if (kGrouped && unpack_grouped(bits, in, n, codes, Widths{})) return;
       return unpack_any(in, n, bits, codes);
+    }
   }
 }
 

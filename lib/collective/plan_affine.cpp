@@ -9,10 +9,18 @@
 
 #include <zring/error.hpp>
 
+#include "codec/vector_clones.hpp"
 #include "collective/plan.hpp"
 
 namespace zring::collective {
 namespace {
+
+// out[i] = offset + sums[i] * step in double, rounded once to float.
+ZRING_VECTOR_CLONES void average_codes(const std::uint32_t* __restrict sums, std::size_t n,
+                                       double offset, double step, float* __restrict out) noexcept {
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = static_cast<float>(offset + static_cast<double>(sums[i]) * step);
+}
 
 struct Block {
   std::size_t begin;
@@ -47,7 +55,6 @@ class AffinePlan final : public MethodPlan {
     const std::vector<codec::AffineGrid> grids = shared_grids(summaries);
     const std::size_t n = in_.elements();
     std::uint32_t* codes = sized(in_.work.codes, n);
-    std::fill(codes, codes + n, 0u);
     encode_local(grids, codes);
     std::uint32_t* sums = sized(in_.work.code_sums, n);
     CodeLane lane;
@@ -81,15 +88,18 @@ class AffinePlan final : public MethodPlan {
     return grids;
   }
 
-  // codes = sum over local ranks of each rank's codes; residuals updated.
+  // codes = sum over local ranks of each rank's codes (the first rank's
+  // written straight in); residuals updated.
   void encode_local(const std::vector<codec::AffineGrid>& grids, std::uint32_t* codes) {
-    std::vector<std::uint32_t> mine(codec::kBlockElems);
+    std::vector<std::uint32_t> codes_of_rank(codec::kBlockElems);
     float* decoded = in_.feedback() ? sized(in_.work.decoded, in_.elements()) : nullptr;
     for (std::size_t l = 0; l < in_.x.size(); ++l) {
       for (std::size_t b = 0; b < blocks_.size(); ++b) {
         const Block& block = blocks_[b];
-        codec_.encode_codes(in_.x[l] + block.begin, block.size, grids[b], mine.data());
-        for (std::size_t i = 0; i < block.size; ++i) codes[block.begin + i] += mine[i];
+        std::uint32_t* mine = l == 0 ? codes + block.begin : codes_of_rank.data();
+        codec_.encode_codes(in_.x[l] + block.begin, block.size, grids[b], mine);
+        if (l != 0)
+          for (std::size_t i = 0; i < block.size; ++i) codes[block.begin + i] += mine[i];
         if (decoded) {
           for (std::size_t i = 0; i < block.size; ++i)
             decoded[block.begin + i] = codec::affine_value(grids[b], mine[i]);
@@ -119,8 +129,7 @@ class AffinePlan final : public MethodPlan {
         const double step = static_cast<double>(grids_[b].step) / world_;
         const std::size_t from = std::max(begin, it->begin);
         const std::size_t to = std::min(end, it->begin + it->size);
-        for (std::size_t at = from; at < to; ++at)
-          result_[at] = static_cast<float>(offset + static_cast<double>(sums_[at]) * step);
+        average_codes(sums_ + from, to - from, offset, step, result_ + from);
       }
     }
 
