@@ -208,7 +208,7 @@ class Bench:
                             if why:
                                 self.log(f"zringd restarted before {m}: {why}")
                             safe = m.replace(":", "-").replace("%", "pct")
-                            label = m if layout == "flat" else f"{m} (161 tensors)"
+                            label = m if layout == "flat" else m + report.FUSION_SUFFIX
                             self.measure(series, "zring", label,
                                          lambda: ring.run_method(m, f"zring-{safe}-{layout}", layout))
         finally:

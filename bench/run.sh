@@ -10,6 +10,7 @@
 #   bench/run.sh --netns           # each node in a namespace, 1 Gbit/s links
 #   bench/run.sh --netns --rate none --mtu 1500   # unshaped links, MTU 1500
 #   bench/run.sh --scaling         # 2, 3, 4, 6, 8 ranks at 64 MiB
+#   bench/run.sh --fusion          # ResNet-50's 161 tensors against one tensor
 #   bench/run.sh --sizes 4K,64M --ranks 3 --methods none,quant:8
 #
 # Results: results/<time>-<mode>/ and results/latest.

@@ -14,6 +14,10 @@ FIELDS = ["mode", "nodes", "local_ranks", "ranks", "impl", "method", "bytes", "i
           "load_before", "load_after", "error"]
 
 
+# How allreduce_bench.py --fusion names a method run on ResNet-50's tensors.
+FUSION_SUFFIX = " (161 tensors)"
+
+
 def label(row):
     return row["method"] if row["impl"] == "zring" else row["impl"]
 
@@ -103,6 +107,18 @@ def markdown(rows, meta):
         lines += ["", "## Time / bandwidth limit 2(N-1)/N x S / B (the dense float32 ring at "
                   "line rate; below 1 only by sending less)", ""]
         lines += _matrix(rows, sizes, labels, lambda r: _ratio(r.get("vs_bound")))
+    fused = [lab for lab in zl if lab.endswith(FUSION_SUFFIX)]
+    if fused:
+        lines += ["", "## Tensor fusion: 161 tensors / one tensor of the same size "
+                  "(time; 1 = no cost)", "", "| method | one tensor ms | 161 tensors ms | ratio |",
+                  "|---|---:|---:|---:|"]
+        for lab in fused:
+            base = lab[:-len(FUSION_SUFFIX)]
+            for s in sizes:
+                one, many = _find(rows, bytes=s, method=base), _find(rows, bytes=s, method=lab)
+                if one and many and one.get("t_med") and many.get("t_med"):
+                    lines.append(f"| {base} | {_ms(one['t_med'])} | {_ms(many['t_med'])} | "
+                                 f"{many['t_med'] / one['t_med']:.2f} |")
     spread = [r for r in rows if r.get("t_med") and not r.get("error")]
     lines += ["", "## min / max per op (ms)", ""]
     lines += _matrix(spread, sizes, labels,
