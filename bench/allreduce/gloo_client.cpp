@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
           out.row(step.bytes, i - step.warmup, seconds, std::nullopt, zb::checksum(buffer.data(), n));
       }
     }
+    // No rank leaves while another may still be sending it the last op's
+    // data: Gloo reports a peer that closed early as an error.
+    gloo::BarrierAllToOne(context).run();
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gloo_allreduce_client: %s\n", e.what());
