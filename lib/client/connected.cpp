@@ -117,9 +117,7 @@ class Connected final : public CompressedAllReduce::Impl {
       if (e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
       // The daemon restarted: its buffer went with it. Greet the new one and
       // go through a copy this time (the values are still untouched).
-      tensors.current = false;
-      lent_.reset();
-      region_.reset();
+      drop_region();
       hello();
       all_reduce_in_place(tensors);
       return;
@@ -183,9 +181,7 @@ class Connected final : public CompressedAllReduce::Impl {
     } catch (const Error& e) {
       // The daemon restarted since we connected: greet it again, once.
       if (e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
-      if (const auto tensors = lent_.lock()) tensors->current = false;
-      lent_.reset();
-      region_.reset();
+      drop_region();
       hello();
       reply = submit(request, gradients, bytes);
     }
@@ -228,6 +224,14 @@ class Connected final : public CompressedAllReduce::Impl {
     return call(request, std::nullopt);
   }
 
+  // Lets go of the buffer (zringd takes another or has lost it); the
+  // SharedTensors standing in it, if any, go through a copy from now on.
+  void drop_region() {
+    if (const auto tensors = lent_.lock()) tensors->current = false;
+    lent_.reset();
+    region_.reset();
+  }
+
   // Whether the buffer is the one a live SharedTensors stands in.
   bool lent() const {
     const auto tensors = lent_.lock();
@@ -238,9 +242,7 @@ class Connected final : public CompressedAllReduce::Impl {
   // last. With room, it has room to grow, so slightly larger ops do not need
   // another one.
   void attach(std::size_t bytes, bool room) {
-    if (const auto tensors = lent_.lock()) tensors->current = false;
-    lent_.reset();
-    region_.reset();
+    drop_region();
     wire::IpcHeader request;
     request.kind = wire::IpcKind::attach;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
@@ -279,8 +281,7 @@ class Connected final : public CompressedAllReduce::Impl {
         // shared buffer: the next op takes a new one, and SharedTensors in
         // it become private memory (the same addresses, the same values).
         if (const auto tensors = lent_.lock(); tensors && tensors->current) tensors->give_up();
-        lent_.reset();
-        region_.reset();
+        drop_region();
         throw silence(connecting);
       }
       last_reply_was_silence_ = false;

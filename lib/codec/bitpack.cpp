@@ -16,6 +16,7 @@
 
 #include "codec/codec.hpp"
 #include "codec/payload.hpp"
+#include "codec/vector_clones.hpp"
 
 namespace zring::codec {
 namespace {
@@ -181,8 +182,7 @@ bool unpack_grouped(unsigned bits, const std::uint8_t* in, std::size_t n, std::u
   return ((bits == W + 1 ? (unpack_groups<W + 1>(in, n, codes), true) : false) || ...);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define ZRING_BITPACK_AVX2 1
+#ifdef ZRING_AVX2_DISPATCH
 
 // AVX2 for widths that are not a whole number of bytes per code (3..15):
 // a group of 8 codes is W bytes, loaded (or stored) as 16. Code j starts at
@@ -279,11 +279,6 @@ __attribute__((target("avx2"))) std::size_t pack_avx2(const std::uint32_t* codes
   }
   return groups;
 }
-
-bool have_avx2() noexcept {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
 #endif
 
 // The grouped path needs the host to store the low byte first.
@@ -308,7 +303,7 @@ void pack_bits(const std::uint32_t* codes, std::size_t n, unsigned bits,
       return pack16(codes, n, out);
     default: {
       std::size_t done = 0;
-#ifdef ZRING_BITPACK_AVX2
+#ifdef ZRING_AVX2_DISPATCH
       if (bits >= 9 && bits <= 15 && have_avx2()) done = pack_avx2(codes, n, bits, out);
 #endif
       codes += 8 * done;
@@ -336,7 +331,7 @@ void unpack_bits(const std::uint8_t* in, std::size_t n, unsigned bits,
       return unpack16(in, n, codes);
     default: {
       std::size_t done = 0;
-#ifdef ZRING_BITPACK_AVX2
+#ifdef ZRING_AVX2_DISPATCH
       if (bits <= 15 && have_avx2()) done = unpack_avx2(in, n, bits, codes);
 #endif
       codes += 8 * done;

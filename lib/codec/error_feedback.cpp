@@ -12,6 +12,13 @@ namespace {
 // A residual entry that is not finite would poison every later step.
 inline float keepable(float r) noexcept { return std::isfinite(r) ? r : 0.0f; }
 
+// r = what compression dropped: corrected - decoded, kept finite.
+void store_difference(std::vector<float>& r, const float* corrected, const float* decoded,
+                      std::size_t n) {
+  r.resize(n);
+  for (std::size_t i = 0; i < n; ++i) r[i] = keepable(corrected[i] - decoded[i]);
+}
+
 }  // namespace
 
 void ErrorFeedback::corrected(const std::string& name, const float* x, std::size_t n,
@@ -26,9 +33,7 @@ void ErrorFeedback::corrected(const std::string& name, const float* x, std::size
 
 void ErrorFeedback::update(const std::string& name, const float* corrected, const float* decoded,
                            std::size_t n) {
-  std::vector<float>& r = residuals_[name];
-  r.resize(n);
-  for (std::size_t i = 0; i < n; ++i) r[i] = keepable(corrected[i] - decoded[i]);
+  store_difference(residuals_[name], corrected, decoded, n);
 }
 
 std::vector<float>& ErrorFeedback::staging(const std::string& name, std::size_t n) {
@@ -45,8 +50,7 @@ std::vector<float>& ErrorFeedback::staging(const std::string& name, std::size_t 
 
 void ErrorFeedback::stage(const std::string& name, const float* corrected, const float* decoded,
                           std::size_t n) {
-  std::vector<float>& r = staging(name, n);
-  for (std::size_t i = 0; i < n; ++i) r[i] = keepable(corrected[i] - decoded[i]);
+  store_difference(staging(name, n), corrected, decoded, n);
 }
 
 void ErrorFeedback::stage_sparse(const std::string& name, const float* corrected, std::size_t n,

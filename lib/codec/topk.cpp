@@ -29,6 +29,7 @@
 #include "codec/codecs.hpp"
 #include "codec/payload.hpp"
 #include "codec/sparse.hpp"
+#include "codec/vector_clones.hpp"
 
 namespace zring::codec {
 namespace {
@@ -117,7 +118,7 @@ std::size_t collect_scalar(const float* x, std::size_t begin, std::size_t end, s
   return count;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef ZRING_AVX2_DISPATCH
 // Eight keys per compare; only a group with a candidate costs more.
 __attribute__((target("avx2"))) std::size_t collect_avx2(const float* x, std::size_t begin,
                                                          std::size_t end, std::uint32_t bound,
@@ -146,9 +147,8 @@ __attribute__((target("avx2"))) std::size_t collect_avx2(const float* x, std::si
 
 std::size_t collect(const float* x, std::size_t begin, std::size_t end, std::uint32_t bound,
                     std::uint32_t* out, std::uint32_t* bits) noexcept {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return collect_avx2(x, begin, end, bound, out, bits);
+#ifdef ZRING_AVX2_DISPATCH
+  if (have_avx2()) return collect_avx2(x, begin, end, bound, out, bits);
 #endif
   return collect_scalar(x, begin, end, bound, out, bits);
 }

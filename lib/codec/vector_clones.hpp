@@ -13,3 +13,16 @@
 #else
 #define ZRING_VECTOR_CLONES
 #endif
+
+// Hand-written AVX2 kernels (intrinsics in a function marked
+// __attribute__((target("avx2")))) are chosen at run time with have_avx2();
+// ZRING_AVX2_DISPATCH says whether this build has any.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define ZRING_AVX2_DISPATCH 1
+namespace zring::codec {
+inline bool have_avx2() noexcept {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+}  // namespace zring::codec
+#endif

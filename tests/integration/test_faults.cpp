@@ -76,6 +76,23 @@ bool recovers(LocalRing& ring, std::uint64_t seed, std::chrono::seconds within) 
   return false;
 }
 
+// One `ring_client --talk` per node (method none, local rank 0), each
+// ready for commands; stderr to <dir>/<tag><n>.err.
+std::vector<Process> start_talking(LocalRing& ring, std::size_t nodes, const std::string& seed,
+                                   const std::string& sizes, const std::string& timeout_ms,
+                                   const std::string& tag) {
+  std::vector<Process> clients;
+  for (std::size_t n = 0; n < nodes; ++n) {
+    clients.push_back(Process::spawn_talking(
+        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", "none", seed, sizes, timeout_ms},
+        ring.dir() + "/" + tag + std::to_string(n) + ".err"));
+    const auto ready = clients.back().read_line(std::chrono::seconds(20));
+    BOOST_TEST_REQUIRE(ready.has_value());
+    BOOST_TEST_REQUIRE(ready->rfind("ready", 0) == 0, *ready);
+  }
+  return clients;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(killed_peer_gives_every_rank_an_error_then_the_ring_recovers) {
@@ -141,14 +158,7 @@ BOOST_AUTO_TEST_CASE(shared_tensors_given_up_on_a_silent_daemon_stay_as_they_wer
   ring.start_all();
   ring.wait_up();
   const std::string sizes = "70001";
-  std::vector<Process> clients;
-  for (std::size_t n = 0; n < 2; ++n) {
-    clients.push_back(Process::spawn_talking(
-        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", "none", "6", sizes, "1500"},
-        ring.dir() + "/shared" + std::to_string(n) + ".err"));
-    const auto ready = clients.back().read_line(std::chrono::seconds(20));
-    BOOST_TEST_REQUIRE(ready.has_value());
-  }
+  std::vector<Process> clients = start_talking(ring, 2, "6", sizes, "1500", "shared");
   auto ask = [&](std::size_t n, const std::string& line) {
     clients[n].send_line(line);
     return clients[n].read_line(std::chrono::seconds(30)).value_or("no answer");
@@ -243,15 +253,7 @@ BOOST_AUTO_TEST_CASE(restarted_daemon_rejoins_and_running_clients_carry_on) {
   ring.start_all();
   ring.wait_up();
   const std::string sizes = "1000,70001";  // one op inline, one through the shared buffer
-  std::vector<Process> clients;
-  for (std::size_t n = 0; n < 3; ++n) {
-    clients.push_back(Process::spawn_talking(
-        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", "none", "5", sizes, "3000"},
-        ring.dir() + "/talk" + std::to_string(n) + ".err"));
-    const auto ready = clients.back().read_line(std::chrono::seconds(20));
-    BOOST_TEST_REQUIRE(ready.has_value());
-    BOOST_TEST_REQUIRE(ready->rfind("ready", 0) == 0, *ready);
-  }
+  std::vector<Process> clients = start_talking(ring, 3, "5", sizes, "3000", "talk");
   // One round on every rank at once, as a training step; the answers.
   auto round = [&](std::uint64_t r) {
     std::vector<std::string> answers;
