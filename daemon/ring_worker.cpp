@@ -250,7 +250,10 @@ void RingWorker::execute(OpJob& job) {
     r.ring.end_op(std::nullopt);
     log_debug("op " + std::to_string(done.op) + ": ring part took " +
               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
-                                 Clock::now() - started).count()) + " us for " +
+                                 Clock::now() - started).count()) + " us (prepare " +
+              std::to_string(out.prepare_time.count()) + ", summaries " +
+              std::to_string(out.summaries_time.count()) + ", data " +
+              std::to_string(out.data_time.count()) + ") for " +
               std::to_string(out.stats.bytes_sent) + " bytes sent");
     done.values = std::move(out.values);
     done.elements = out.elements;

@@ -8,7 +8,7 @@
 // (all kept) and the bucket's members (the candidates). Two more histogram
 // levels over the candidates alone pin the exact k-th key. No sort. For
 // large n and small k a sample of the keys usually finds a bound first that
-// leaves only about 1.5 k candidates for one pass to collect
+// leaves only about 1.2 k candidates for one pass to collect
 // (select_by_sample).
 //
 // Ties: among equal magnitudes the lower index wins, so the result depends
@@ -85,7 +85,7 @@ Split split_at(const float* x, std::size_t n, std::uint32_t top, std::size_t n_a
 
 // The exact key of the need-th largest candidate (all in bucket `top`),
 // from the two lower radix levels; need becomes its rank among equal keys.
-std::uint32_t exact_key(const std::vector<std::uint32_t>& keys, std::uint32_t top,
+std::uint32_t exact_key(const std::uint32_t* keys, std::size_t count, std::uint32_t top,
                         std::size_t& need) {
   Histogram hist;
   std::uint32_t prefix = top << kLevels[0].shift;
@@ -93,8 +93,9 @@ std::uint32_t exact_key(const std::vector<std::uint32_t>& keys, std::uint32_t to
   for (const Level& level : {kLevels[1], kLevels[2]}) {
     const std::uint32_t mask = (1u << level.bits) - 1;
     hist.fill(0);
-    for (std::uint32_t key : keys) {
-      if ((key & prefix_mask) == prefix) ++hist[(key >> level.shift) & mask];
+    for (std::size_t c = 0; c < count; ++c) {  // branch-free: the filter is unpredictable
+      const std::uint32_t key = keys[c];
+      hist[(key >> level.shift) & mask] += (key & prefix_mask) == prefix ? 1 : 0;
     }
     const std::size_t bucket = find_bucket(hist, std::size_t{1} << level.bits, need);
     prefix |= static_cast<std::uint32_t>(bucket) << level.shift;
@@ -119,27 +120,47 @@ std::size_t collect_scalar(const float* x, std::size_t begin, std::size_t end, s
 }
 
 #ifdef ZRING_AVX2_DISPATCH
-// Eight keys per compare; only a group with a candidate costs more.
-__attribute__((target("avx2"))) std::size_t collect_avx2(const float* x, std::size_t begin,
+// For each 8-bit mask, the lanes whose bit is set, first to last, as the
+// permutation that packs them to the front.
+struct PackTable {
+  alignas(32) std::uint32_t lanes[256][8];
+  constexpr PackTable() : lanes{} {
+    for (unsigned m = 0; m < 256; ++m) {
+      unsigned j = 0;
+      for (unsigned lane = 0; lane < 8; ++lane)
+        if ((m >> lane) & 1u) lanes[m][j++] = lane;
+    }
+  }
+};
+constexpr PackTable kPack;
+
+// Eight keys per compare, without a branch: every group's hits (if any)
+// are packed to the front and stored whole, and count moves on by how
+// many there were.
+__attribute__((target("avx2,popcnt"))) std::size_t collect_avx2(const float* x, std::size_t begin,
                                                          std::size_t end, std::uint32_t bound,
                                                          std::uint32_t* out,
                                                          std::uint32_t* bits) noexcept {
   const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
   // key >= bound as a signed compare: both lie in [0, 2^31), so bound - 1 >= -1.
   const __m256i below = _mm256_set1_epi32(static_cast<std::int32_t>(bound) - 1);
+  const __m256i eight = _mm256_set1_epi32(8);
+  __m256i index = _mm256_add_epi32(_mm256_set1_epi32(static_cast<std::int32_t>(begin)),
+                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   std::size_t count = 0;
   std::size_t i = begin;
   for (; i + 8 <= end; i += 8) {
-    const __m256i keys =
-        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), magnitude);
-    auto hits = static_cast<unsigned>(
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i keys = _mm256_and_si256(raw, magnitude);
+    const auto hits = static_cast<unsigned>(
         _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(keys, below))));
-    while (hits != 0) {
-      const std::size_t at = i + static_cast<std::size_t>(std::countr_zero(hits));
-      out[count] = static_cast<std::uint32_t>(at);
-      bits[count++] = std::bit_cast<std::uint32_t>(x[at]);  // in L1: just loaded
-      hits &= hits - 1;
-    }
+    const __m256i pack = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPack.lanes[hits]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + count),
+                        _mm256_permutevar8x32_epi32(index, pack));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits + count),
+                        _mm256_permutevar8x32_epi32(raw, pack));
+    count += static_cast<std::size_t>(std::popcount(hits));
+    index = _mm256_add_epi32(index, eight);
   }
   return count + collect_scalar(x, i, end, bound, out + count, bits + count);
 }
@@ -154,7 +175,7 @@ std::size_t collect(const float* x, std::size_t begin, std::size_t end, std::uin
 }
 
 // The fast path for large n and small k: a strided sample of the keys
-// gives a bound that about 1.5 k of the n keys should reach; one pass
+// gives a bound that about 1.2 k of the n keys should reach; one pass
 // collects those (in index order) and the exact k-th key is found among
 // them alone, their values with them. False when the sample misled (fewer
 // than k reached the bound, or far more): the radix path then decides.
@@ -162,43 +183,54 @@ std::size_t collect(const float* x, std::size_t begin, std::size_t end, std::uin
 // lower index.
 constexpr std::size_t kSample = 1 << 14;
 
+// Grows v to at least n elements (never shrinks it, so a buffer reused
+// across calls is zero-filled and faulted in only once) and returns it.
+std::uint32_t* room(std::vector<std::uint32_t>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
 bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<std::uint32_t>& kept,
                       std::vector<float>& values) {
   const std::size_t stride = n / kSample;
   const double share = static_cast<double>(k) / static_cast<double>(n);
   const double expect = static_cast<double>(kSample) * share;
-  // 1.5 k expected above the bound, plus four standard deviations of the
+  // 1.15 k expected above the bound, plus four standard deviations of the
   // sample count.
-  const auto rank = static_cast<std::size_t>(1.5 * expect + 4.0 * std::sqrt(expect) + 8.0);
+  const auto rank = static_cast<std::size_t>(1.15 * expect + 4.0 * std::sqrt(expect) + 8.0);
   if (stride < 2 || rank >= kSample / 4) return false;
-  std::vector<std::uint32_t> sample(kSample);
+  // Scratch kept by the thread: a daemon compresses tensors of the same
+  // sizes op after op.
+  thread_local std::vector<std::uint32_t> sample_keys, found_at, found_bits, keys;
+  std::uint32_t* sample = room(sample_keys, kSample);
   for (std::size_t j = 0; j < kSample; ++j) sample[j] = magnitude_key(x[j * stride]);
-  std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(rank), sample.end(),
-                   std::greater<>());
+  std::nth_element(sample, sample + rank, sample + kSample, std::greater<>());
   const std::uint32_t bound = sample[rank];
 
   // A block at a time, with room for all of it.
   const std::size_t reach = (rank + 1) * stride;  // about how many keys reach the bound
-  const std::size_t cap = 4 * std::max(k, reach) + 4096;
+  const std::size_t cap = 2 * std::max(k, reach) + 4096;
   constexpr std::size_t kBlock = 4096;
-  std::vector<std::uint32_t> found(cap + kBlock);
-  std::vector<std::uint32_t> bits(cap + kBlock);
+  std::uint32_t* found = room(found_at, cap + kBlock);
+  std::uint32_t* bits = room(found_bits, cap + kBlock);
   std::size_t count = 0;
   for (std::size_t begin = 0; begin < n; begin += kBlock) {
     if (count > cap) return false;
-    count += collect(x, begin, std::min(n, begin + kBlock), bound, found.data() + count,
-                     bits.data() + count);
+    count += collect(x, begin, std::min(n, begin + kBlock), bound, found + count, bits + count);
   }
   if (count < k || count > cap) return false;
 
-  std::vector<std::uint32_t> order(count);
-  for (std::size_t c = 0; c < count; ++c) order[c] = bits[c] & 0x7fffffffu;
-  std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k - 1), order.end(),
-                   std::greater<>());
-  const std::uint32_t threshold = order[k - 1];
-  std::size_t above = 0;
-  for (std::size_t c = 0; c < count; ++c) above += (bits[c] & 0x7fffffffu) > threshold ? 1 : 0;
-  std::size_t ties = k - above;  // equal to the threshold: the first ones win
+  // The exact k-th key among the candidates: three radix levels, as
+  // select_largest does over all keys.
+  std::uint32_t* order = room(keys, count);
+  Histogram hist{};
+  for (std::size_t c = 0; c < count; ++c) {
+    order[c] = bits[c] & 0x7fffffffu;
+    ++hist[order[c] >> kLevels[0].shift];
+  }
+  std::size_t ties = k;  // becomes how many equal to the threshold are kept: the first ones
+  const auto top = static_cast<std::uint32_t>(find_bucket(hist, 2048, ties));
+  const std::uint32_t threshold = exact_key(order, count, top, ties);
   kept.resize(k);
   values.resize(k);
   std::size_t j = 0;
@@ -226,7 +258,7 @@ std::vector<std::uint32_t> select_largest(const float* x, std::size_t n, std::si
   std::size_t need = k;
   const auto top = static_cast<std::uint32_t>(find_bucket(hist, 2048, need));
   const Split split = split_at(x, n, top, k - need, hist[top]);
-  const std::uint32_t threshold = exact_key(split.key, top, need);
+  const std::uint32_t threshold = exact_key(split.key.data(), split.key.size(), top, need);
 
   // Candidates above the threshold are kept, and of those equal to it the
   // first `need` in index order.

@@ -119,6 +119,14 @@ void PlanInputs::update_feedback_sparse(std::size_t l, std::size_t t, const Comp
 
 OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& input,
                        std::vector<codec::ErrorFeedback>& residuals, Workspace& workspace) {
+  using std::chrono::duration_cast;
+  using std::chrono::microseconds;
+  auto lap = [at = Clock::now()]() mutable {
+    const auto now = Clock::now();
+    const auto took = duration_cast<microseconds>(now - at);
+    at = now;
+    return took;
+  };
   OpOutput out;
   PlanInputs in{link,      context, input, residuals, out.stats,
                 workspace, offsets_of(input.manifest), {}};
@@ -135,12 +143,15 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
     plan = make_plan(in);
     plan->prepare(mine);
   }
+  out.prepare_time = lap();
   const std::vector<NodeSummary> summaries = exchange_summaries(link, context, mine, out.stats);
+  out.summaries_time = lap();
   check_summaries(link, context, summaries);
   out.elements = in.elements();
   out.values = input.output ? std::shared_ptr<float[]>(input.output_owner, input.output)
                             : workspace.result(out.elements);
   plan->execute(summaries, out.values.get());
+  out.data_time = lap();
   // The op went through: what the plan staged becomes the residuals. An op
   // that fails anywhere before leaves them as they were.
   if (in.feedback())

@@ -14,6 +14,7 @@
 //   4. returns (1/W) * sum over ranks of D(C_r(g_r)): the same bits on every node.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -69,6 +70,10 @@ struct OpOutput {
   std::shared_ptr<float[]> values;  // manifest.elements() averaged values (at input.output if given)
   std::size_t elements = 0;
   RingStats stats;                  // bytes this node put on the ring
+  // Where the time went, for the daemon's debug log: compressing (and
+  // whatever else the method does before the data moves), learning every
+  // node's summary (which waits for the slowest node), moving the data.
+  std::chrono::microseconds prepare_time{0}, summaries_time{0}, data_time{0};
 };
 
 // Runs the op. residuals holds one ErrorFeedback per local rank and is

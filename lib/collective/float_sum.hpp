@@ -26,4 +26,18 @@ void add_and_average(float* sum, const float* mine, float* out, std::size_t n,
 void average_from_wire(const std::uint8_t* in, float* out, std::size_t n,
                        std::size_t divisor) noexcept;
 
+// Results this large are written with streaming (non-temporal) stores where
+// the CPU has them (AVX2): they go straight to memory without first reading
+// each cache line in, and do not push the working set out of the cache. The
+// bits are those of the functions above.
+inline constexpr std::size_t kStreamElems = std::size_t{1} << 20;
+
+// average_from_wire, streaming out.
+void average_from_wire_streamed(const std::uint8_t* in, float* out, std::size_t n,
+                                std::size_t divisor) noexcept;
+
+// add_and_average, streaming out (sum is stored as usual).
+void add_and_average_streamed(float* sum, const float* mine, float* out, std::size_t n,
+                              std::size_t divisor) noexcept;
+
 }  // namespace zring::collective

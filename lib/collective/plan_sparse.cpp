@@ -4,11 +4,13 @@
 // at (N - 1) * C bytes per node. Payloads from the ring are decoded by the
 // validating codec decoder: they are untrusted input.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <zring/error.hpp>
 
+#include "collective/float_sum.hpp"
 #include "collective/plan.hpp"
 #include "collective/ring_allgather.hpp"
 #include "wire/wire.hpp"
@@ -46,13 +48,31 @@ class SparsePlan final : public MethodPlan {
       }
       sizes.push_back(summaries[node].blob_bytes);
     }
-    std::vector<Bytes> blobs =
-        ring_allgather(in_.link, Phase::blobs, Bytes::take(blob_), sizes, in_.op.ring, in_.stats);
+    // Each node's payloads are decoded as soon as they are all here, while
+    // the others are still on the wire. A payload that does not decode
+    // fails the op once the all-gather is over (every node forwards every
+    // byte first, so all reach the same verdict: the first node in ring
+    // order whose payload is bad).
+    std::vector<std::vector<CompressedGradient>> of_node(summaries.size());
+    std::vector<std::optional<Error>> failed(summaries.size());
+    const Arrived decode = [&](std::size_t node, const Bytes& blob) {
+      try {
+        decode_node(node, blob, of_node[node]);
+      } catch (const Error& e) {
+        failed[node] = e;
+      } catch (const std::exception& e) {
+        failed[node] = Error(ErrorCode::internal, e.what());
+      }
+    };
+    ring_allgather(in_.link, Phase::blobs, Bytes::take(blob_), sizes, in_.op.ring, in_.stats, decode);
+    for (const std::optional<Error>& e : failed)
+      if (e) throw *e;
     // Every rank's view of every tensor, in rank order.
     const std::size_t tensors = in_.tensors();
     std::vector<CompressedGradient> views;
-    views.reserve(blobs.size() * in_.op.local_ranks * tensors);
-    for (std::size_t node = 0; node < blobs.size(); ++node) decode_node(node, blobs[node], views);
+    views.reserve(summaries.size() * in_.op.local_ranks * tensors);
+    for (std::vector<CompressedGradient>& node : of_node)
+      for (CompressedGradient& g : node) views.push_back(std::move(g));
     const std::size_t ranks = views.size() / std::max<std::size_t>(tensors, 1);
     std::vector<const CompressedGradient*> of_tensor(ranks);
     for (std::size_t t = 0; t < tensors; ++t) {
@@ -71,26 +91,34 @@ class SparsePlan final : public MethodPlan {
 
   // out = the average of the views (sum in rank order, then / world size),
   // n values, a block at a time that stays in cache: zero it, add each
-  // view's entries that fall in it (rank order), divide it. out is written
-  // in one pass and never read back from memory. The same bits as zeroing
-  // all of out, accumulating view after view and dividing.
-  void average(const std::vector<const CompressedGradient*>& views, std::size_t n, float* out) const {
+  // view's entries that fall in it (rank order), divide it into out. out is
+  // written in one pass and never read (a large op accumulates in a scratch
+  // block and streams the averages out). The same bits as zeroing all of
+  // out, accumulating view after view and dividing.
+  void average(const std::vector<const CompressedGradient*>& views, std::size_t n, float* out) {
     constexpr std::size_t kBlock = 16384;  // 64 KiB of floats
+    const bool stream = in_.elements() >= kStreamElems;
+    float* scratch = stream ? sized(block_, kBlock) : nullptr;
     std::vector<std::size_t> at(views.size(), 0);
     for (std::size_t begin = 0; begin < n; begin += kBlock) {
       const std::size_t end = std::min(n, begin + kBlock);
-      std::fill(out + begin, out + end, 0.0f);
+      float* acc = (stream ? scratch : out + begin) - begin;  // acc[i] for i in [begin, end)
+      std::fill(acc + begin, acc + end, 0.0f);
       for (std::size_t r = 0; r < views.size(); ++r) {
         const CompressedGradient& g = *views[r];
         if (g.indices.empty()) {  // dense (or empty) view
-          for (std::size_t i = begin; i < std::min(end, g.values.size()); ++i) out[i] += g.values[i];
+          for (std::size_t i = begin; i < std::min(end, g.values.size()); ++i) acc[i] += g.values[i];
           continue;
         }
         std::size_t j = at[r];
-        for (; j < g.indices.size() && g.indices[j] < end; ++j) out[g.indices[j]] += g.values[j];
+        for (; j < g.indices.size() && g.indices[j] < end; ++j) acc[g.indices[j]] += g.values[j];
         at[r] = j;
       }
-      divide(out + begin, end - begin, in_.op.world_size);
+      if (stream)
+        average_from_wire_streamed(reinterpret_cast<const std::uint8_t*>(scratch), out + begin,
+                                   end - begin, in_.op.world_size);
+      else
+        divide(out + begin, end - begin, in_.op.world_size);
     }
   }
 
@@ -125,6 +153,7 @@ class SparsePlan final : public MethodPlan {
   PlanInputs& in_;
   std::unique_ptr<codec::Codec> codec_;
   std::shared_ptr<std::vector<std::uint8_t>> blob_;
+  std::vector<float> block_;  // a large op's accumulator
 };
 
 }  // namespace

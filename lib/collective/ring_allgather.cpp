@@ -10,10 +10,11 @@ namespace {
 class RingAllgather {
  public:
   RingAllgather(RingLink& link, Phase phase, const std::vector<std::size_t>& sizes,
-                const RingOptions& options, RingStats& stats)
+                const RingOptions& options, RingStats& stats, const Arrived& arrived)
       : link_(link), phase_(phase), sizes_(sizes), options_(options), stats_(stats),
+        arrived_(arrived),
         nodes_(link.nodes()), self_(link.node()), parts_(nodes_), received_(nodes_),
-        out_(nodes_), pieces_(nodes_, 0) {}
+        out_(nodes_), pieces_(nodes_, 0), still_(nodes_, 0) {}
 
   std::vector<Bytes> run(Bytes mine) {
     const std::size_t chunk = std::max<std::size_t>(options_.chunk_bytes, 1);
@@ -21,18 +22,18 @@ class RingAllgather {
       pieces_[n] = sizes_.empty() ? 1 : std::max<std::size_t>((sizes_[n] + chunk - 1) / chunk, 1);
       received_[n].assign(pieces_[n], false);
       parts_[n].resize(pieces_[n]);
+      still_[n] = pieces_[n];
     }
     std::size_t missing = 0;
     for (std::size_t n = 0; n < nodes_; ++n)
       if (n != self_) missing += pieces_[n];
     send_own(mine, chunk);
     out_[self_] = std::move(mine);
+    if (arrived_) arrived_(self_, out_[self_]);
     while (missing > 0) {
       Message msg = link_.recv(Clock::now() + options_.timeout);
       if (accept(msg)) --missing;
     }
-    for (std::size_t n = 0; n < nodes_; ++n)
-      if (n != self_) out_[n] = assemble(n);
     return std::move(out_);
   }
 
@@ -68,6 +69,10 @@ class RingAllgather {
     received_[origin][tag.chunk] = true;
     parts_[origin][tag.chunk] = msg.payload;
     if (tag.hop + 1 < nodes_) send({tag.phase, tag.segment, tag.chunk, tag.hop + 1}, msg.payload);
+    if (--still_[origin] == 0) {
+      out_[origin] = assemble(origin);
+      if (arrived_) arrived_(origin, out_[origin]);
+    }
     return true;
   }
 
@@ -102,20 +107,23 @@ class RingAllgather {
   const std::vector<std::size_t>& sizes_;
   const RingOptions& options_;
   RingStats& stats_;
+  const Arrived& arrived_;
   std::size_t nodes_;
   std::size_t self_;
   std::vector<std::vector<Bytes>> parts_;
   std::vector<std::vector<bool>> received_;
   std::vector<Bytes> out_;
   std::vector<std::size_t> pieces_;  // messages per origin
+  std::vector<std::size_t> still_;   // messages per origin not yet here
 };
 
 }  // namespace
 
 std::vector<Bytes> ring_allgather(RingLink& link, Phase phase, Bytes mine,
                                   const std::vector<std::size_t>& sizes,
-                                  const RingOptions& options, RingStats& stats) {
-  return RingAllgather(link, phase, sizes, options, stats).run(std::move(mine));
+                                  const RingOptions& options, RingStats& stats,
+                                  const Arrived& arrived) {
+  return RingAllgather(link, phase, sizes, options, stats, arrived).run(std::move(mine));
 }
 
 }  // namespace zring::collective

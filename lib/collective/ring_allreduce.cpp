@@ -35,7 +35,8 @@ class RingAllreduce {
         stats_(stats), done_(done), average_over_(average_over),
         local_owner_(std::move(local_owner)), average_(average_over > 1), nodes_(link.nodes()), self_(link.node()),
         geometry_(elements, nodes_, chunk_elems(lane, options.chunk_bytes)),
-        reduced_(geometry_.total_chunks(), false), final_(geometry_.total_chunks(), false) {}
+        reduced_(geometry_.total_chunks(), false), final_(geometry_.total_chunks(), false),
+        stream_(elements >= kStreamElems) {}
 
   void run() {
     if (nodes_ == 1) {
@@ -169,7 +170,8 @@ class RingAllreduce {
       return false;
     }
     // Complete: the sum travels on, this node keeps the average.
-    add_and_average(sum, mine, result_ + begin, n, average_over_);
+    if (stream_) add_and_average_streamed(sum, mine, result_ + begin, n, average_over_);
+    else add_and_average(sum, mine, result_ + begin, n, average_over_);
     final_[id] = true;
     send({Phase::gather, tag.segment, tag.chunk, 1}, payload);
     if (done_) (*done_)(begin, begin + n);
@@ -190,7 +192,8 @@ class RingAllreduce {
     if constexpr (kFloatWire) {
       if (average_) {
         // One pass: the sum's bits (any alignment) divided into the result.
-        average_from_wire(payload.data(), result_ + begin, end - begin, average_over_);
+        if (stream_) average_from_wire_streamed(payload.data(), result_ + begin, end - begin, average_over_);
+        else average_from_wire(payload.data(), result_ + begin, end - begin, average_over_);
         if (done_) (*done_)(begin, end);
         return true;
       }
@@ -222,6 +225,7 @@ class RingAllreduce {
   std::vector<bool> reduced_;  // partial sum of this chunk seen
   std::vector<bool> final_;    // complete sum of this chunk stored
   std::vector<Acc> scratch_;
+  bool stream_;  // a large result: written with streaming stores
 };
 
 }  // namespace
