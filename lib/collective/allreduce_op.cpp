@@ -1,6 +1,8 @@
 #include "collective/allreduce_op.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include <zring/error.hpp>
@@ -51,22 +53,51 @@ void correct_inputs(PlanInputs& in) {
   }
 }
 
+// The most data bytes a node can need for its manifest: every element of
+// every local rank kept, 4 bytes of value and 5 of index each, plus counts.
+std::uint64_t max_data_bytes(const NodeSummary& summary, std::size_t local_ranks) {
+  long double per_rank = 0;
+  for (const TensorSpec& t : summary.manifest.tensors)
+    per_rank += 9.0L * static_cast<long double>(t.numel) + 16.0L;
+  const long double most = static_cast<long double>(local_ranks) * (per_rank + 16.0L) + 64.0L;
+  return most >= 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(most);
+}
+
+// Every node's summary and the data behind it (MethodPlan::data). Each
+// summary is decoded as it arrives, to learn how much data follows it; a
+// summary that does not decode, or announces more data than its manifest
+// can need, fails the op once the exchange is over: every node sees the
+// same bytes, so every node names the same first bad node.
 std::vector<NodeSummary> exchange_summaries(RingLink& link, const OpContext& context,
-                                            const NodeSummary& mine, RingStats& stats) {
+                                            const NodeSummary& mine, MethodPlan* plan,
+                                            RingStats& stats) {
   const std::vector<std::uint8_t> encoded = wire::encode_summary(mine);
-  std::vector<Bytes> blobs = ring_allgather(link, Phase::manifest,
-                                            Bytes::copy_of(encoded.data(), encoded.size()), {},
-                                            context.ring, stats);
-  std::vector<NodeSummary> summaries;
-  for (std::size_t n = 0; n < blobs.size(); ++n) {
+  const std::size_t nodes = link.nodes();
+  std::vector<NodeSummary> summaries(nodes);
+  std::vector<std::string> bad(nodes);
+  const DataSize data_size = [&](std::size_t n, const Bytes& blob) -> std::optional<std::size_t> {
     try {
-      summaries.push_back(wire::decode_summary(blobs[n].data(), blobs[n].size()));
-    } catch (const Error& e) {
-      throw Error(ErrorCode::malformed_message, "op " + std::to_string(context.op_number) + ": " +
-                                                    link.describe(n) +
-                                                    " sent a summary that does not decode: " +
-                                                    e.what());
+      summaries[n] = wire::decode_summary(blob.data(), blob.size());
+    } catch (const std::exception& e) {
+      bad[n] = link.describe(n) + " sent a summary that does not decode: " + e.what();
+      return std::nullopt;
     }
+    const std::uint64_t announced = summaries[n].blob_bytes;
+    if (announced > max_data_bytes(summaries[n], context.local_ranks)) {
+      bad[n] = link.describe(n) + " announced a payload of " + std::to_string(announced) +
+               " bytes, more than its ranks could need for this op";
+      return std::nullopt;
+    }
+    return static_cast<std::size_t>(announced);
+  };
+  const Arrived arrived = [&](std::size_t n, const Bytes& data) {
+    if (plan) plan->data_arrived(n, data);
+  };
+  ring_allgather_with_data(link, Bytes::copy_of(encoded.data(), encoded.size()),
+                           plan ? plan->data() : Bytes{}, data_size, context.ring, stats, arrived);
+  for (std::size_t n = 0; n < nodes; ++n) {
+    if (!bad[n].empty())
+      throw Error(ErrorCode::malformed_message, "op " + std::to_string(context.op_number) + ": " + bad[n]);
   }
   return summaries;
 }
@@ -144,7 +175,8 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
     plan->prepare(mine);
   }
   out.prepare_time = lap();
-  const std::vector<NodeSummary> summaries = exchange_summaries(link, context, mine, out.stats);
+  const std::vector<NodeSummary> summaries =
+      exchange_summaries(link, context, mine, plan.get(), out.stats);
   out.summaries_time = lap();
   check_summaries(link, context, summaries);
   out.elements = in.elements();

@@ -19,6 +19,7 @@ namespace zring::collective {
 struct FloatLane {
   using Acc = float;
   static constexpr bool kRounds = false;  // encode/decode is exact
+  [[nodiscard]] FloatLane carrying(std::size_t /*nodes*/) const noexcept { return *this; }
   [[nodiscard]] std::size_t wire_bytes(std::size_t n) const noexcept { return n * 4; }
   void encode(const float* acc, std::size_t n, std::uint8_t* out) const noexcept {
     std::memcpy(out, acc, n * 4);
@@ -42,6 +43,7 @@ struct HalfLane {
   using Acc = float;
   static constexpr bool kRounds = true;
   bool bf16 = false;
+  [[nodiscard]] HalfLane carrying(std::size_t /*nodes*/) const noexcept { return *this; }
   [[nodiscard]] std::size_t wire_bytes(std::size_t n) const noexcept { return n * 2; }
   void encode(const float* acc, std::size_t n, std::uint8_t* out) const noexcept;
   void decode(const std::uint8_t* in, std::size_t n, float* out) const noexcept;
@@ -49,12 +51,27 @@ struct HalfLane {
                   float* out) const noexcept;
 };
 
-// Sums of affine codes, exact in uint32, sent bit-packed in `bits` bits
-// (b + ceil(log2 N): wide enough for the sum over every rank).
+// Bits needed to hold any value in [0, max_value].
+[[nodiscard]] inline unsigned bits_for(std::uint64_t max_value) noexcept {
+  unsigned bits = 1;
+  while (bits < 64 && (max_value >> bits) != 0) ++bits;
+  return bits;
+}
+
+// Sums of affine codes, exact in uint32, sent bit-packed in `bits` bits.
+// The sum of c nodes' codes is below c * node_max + 1, so a message
+// carrying it needs only bits_for(c * node_max) bits: b bits on the first
+// hop, b + ceil(log2 N) for the complete sum (homomorphic, as in IntSGD /
+// THC).
 struct CodeLane {
   using Acc = std::uint32_t;
   static constexpr bool kRounds = false;
   unsigned bits = 8;
+  std::uint64_t node_max = 0;  // the largest code sum of one node; 0: always `bits`
+  [[nodiscard]] CodeLane carrying(std::size_t nodes) const noexcept {
+    if (node_max == 0) return *this;
+    return CodeLane{bits_for(node_max * nodes), node_max};
+  }
   [[nodiscard]] std::size_t wire_bytes(std::size_t n) const noexcept {
     return codec::packed_bytes(n, bits);
   }
@@ -71,11 +88,5 @@ struct CodeLane {
   }
 };
 
-// Bits needed to hold any value in [0, max_value].
-[[nodiscard]] inline unsigned bits_for(std::uint64_t max_value) noexcept {
-  unsigned bits = 1;
-  while (bits < 64 && (max_value >> bits) != 0) ++bits;
-  return bits;
-}
 
 }  // namespace zring::collective

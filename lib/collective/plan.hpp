@@ -42,6 +42,14 @@ class MethodPlan {
   virtual ~MethodPlan() = default;
   // Before the summaries are exchanged: what this node tells the others.
   virtual void prepare(NodeSummary& summary) = 0;
+  // Data that travels right behind the summary, before the nodes have
+  // agreed on anything (its size in summary.blob_bytes): the sparse
+  // methods' payloads. None by default.
+  virtual Bytes data() { return {}; }
+  // A node's data (this node's own too), as soon as all of it is here,
+  // while the exchange goes on. Must not throw: a payload that is no good
+  // fails the op in execute.
+  virtual void data_arrived(std::size_t /*node*/, const Bytes& /*data*/) {}
   // After every summary agrees: the average into result (elements() floats).
   virtual void execute(const std::vector<NodeSummary>& summaries, float* result) = 0;
 };

@@ -20,12 +20,12 @@ class DensePlan final : public MethodPlan {
     if (kind_ == CompressionKind::none) {
       // Values straight from rank 0's buffer can be sent from there.
       const bool own = !in_.input.ranks.empty() && local == in_.input.ranks[0];
-      ring_allreduce(in_.link, FloatLane{}, local, result, n, in_.op.ring, in_.stats, nullptr, world,
+      ring_allreduce(in_.link, FloatLane{}, local, result, n, in_.op.ring, in_.stats, world,
                      own ? in_.input.rank0_owner : nullptr);
     } else {
       HalfLane lane;
       lane.bf16 = kind_ == CompressionKind::bf16;
-      ring_allreduce(in_.link, lane, local, result, n, in_.op.ring, in_.stats, nullptr, world);
+      ring_allreduce(in_.link, lane, local, result, n, in_.op.ring, in_.stats, world);
     }
   }
 

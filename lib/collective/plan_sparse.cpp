@@ -1,5 +1,6 @@
 // topk and threshold: each rank's payload (k (index, value) pairs, the
-// indices delta-coded) goes to every node in an all-gather, and every node
+// indices delta-coded) goes to every node in an all-gather (right behind
+// the node's summary: ring_allgather_with_data), and every node
 // sums all W contributions in rank order: exact, the same bits everywhere,
 // at (N - 1) * C bytes per node. Payloads from the ring are decoded by the
 // validating codec decoder: they are untrusted input.
@@ -37,42 +38,38 @@ class SparsePlan final : public MethodPlan {
     summary.blob_bytes = blob_->size();
   }
 
-  void execute(const std::vector<NodeSummary>& summaries, float* result) override {
-    std::vector<std::size_t> sizes;
-    for (std::size_t node = 0; node < summaries.size(); ++node) {
-      if (summaries[node].blob_bytes > max_blob_bytes()) {
-        throw Error(ErrorCode::malformed_message,
-                    in_.link.describe(node) + " announced a payload of " +
-                        std::to_string(summaries[node].blob_bytes) +
-                        " bytes, more than its ranks could need for this op");
-      }
-      sizes.push_back(summaries[node].blob_bytes);
+  // The payloads travel behind the summary (ring_allgather_with_data), so
+  // a node that compressed early puts them on the wire while others still
+  // compress; each node's are decoded as soon as they are all here.
+  Bytes data() override {
+    of_node_.resize(in_.link.nodes());
+    failed_.resize(in_.link.nodes());
+    return Bytes::take(blob_);
+  }
+
+  void data_arrived(std::size_t node, const Bytes& blob) override {
+    try {
+      decode_node(node, blob, of_node_[node]);
+    } catch (const Error& e) {
+      failed_[node] = e;
+    } catch (const std::exception& e) {
+      failed_[node] = Error(ErrorCode::internal, e.what());
     }
-    // Each node's payloads are decoded as soon as they are all here, while
-    // the others are still on the wire. A payload that does not decode
-    // fails the op once the all-gather is over (every node forwards every
-    // byte first, so all reach the same verdict: the first node in ring
-    // order whose payload is bad).
-    std::vector<std::vector<CompressedGradient>> of_node(summaries.size());
-    std::vector<std::optional<Error>> failed(summaries.size());
-    const Arrived decode = [&](std::size_t node, const Bytes& blob) {
-      try {
-        decode_node(node, blob, of_node[node]);
-      } catch (const Error& e) {
-        failed[node] = e;
-      } catch (const std::exception& e) {
-        failed[node] = Error(ErrorCode::internal, e.what());
-      }
-    };
-    ring_allgather(in_.link, Phase::blobs, Bytes::take(blob_), sizes, in_.op.ring, in_.stats, decode);
-    for (const std::optional<Error>& e : failed)
+  }
+
+  void execute(const std::vector<NodeSummary>&, float* result) override {
+    // The first node in ring order whose payload did not decode: every
+    // node decoded the same bytes, so all fail alike.
+    for (const std::optional<Error>& e : failed_)
       if (e) throw *e;
     // Every rank's view of every tensor, in rank order.
     const std::size_t tensors = in_.tensors();
     std::vector<CompressedGradient> views;
-    views.reserve(summaries.size() * in_.op.local_ranks * tensors);
-    for (std::vector<CompressedGradient>& node : of_node)
+    views.reserve(of_node_.size() * in_.op.local_ranks * tensors);
+    for (std::vector<CompressedGradient>& node : of_node_)
       for (CompressedGradient& g : node) views.push_back(std::move(g));
+    if (views.size() != of_node_.size() * in_.op.local_ranks * tensors)
+      throw Error(ErrorCode::internal, "sparse plan: a node's payloads never arrived");
     const std::size_t ranks = views.size() / std::max<std::size_t>(tensors, 1);
     std::vector<const CompressedGradient*> of_tensor(ranks);
     for (std::size_t t = 0; t < tensors; ++t) {
@@ -82,13 +79,6 @@ class SparsePlan final : public MethodPlan {
   }
 
  private:
-  // A payload can hold at most every element: 4 bytes of value and 5 of
-  // index each, plus its count.
-  std::uint64_t max_blob_bytes() const {
-    const std::uint64_t per_rank = 9ull * in_.elements() + 16ull * in_.tensors();
-    return in_.op.local_ranks * per_rank + 16ull * in_.op.local_ranks * in_.tensors() + 64;
-  }
-
   // out = the average of the views (sum in rank order, then / world size),
   // n values, a block at a time that stays in cache: zero it, add each
   // view's entries that fall in it (rank order), divide it into out. out is
@@ -154,6 +144,8 @@ class SparsePlan final : public MethodPlan {
   std::unique_ptr<codec::Codec> codec_;
   std::shared_ptr<std::vector<std::uint8_t>> blob_;
   std::vector<float> block_;  // a large op's accumulator
+  std::vector<std::vector<CompressedGradient>> of_node_;  // each node's decoded payloads
+  std::vector<std::optional<Error>> failed_;              // why a node's did not decode
 };
 
 }  // namespace

@@ -7,78 +7,95 @@
 namespace zring::collective {
 namespace {
 
+// One all-gather, driven message by message, so that two can share a
+// receive loop. Each origin's contribution is expected either as one
+// message of any size or as a known number of bytes in chunks; what is
+// expected of an origin may be learned while the gather runs.
 class RingAllgather {
  public:
-  RingAllgather(RingLink& link, Phase phase, const std::vector<std::size_t>& sizes,
-                const RingOptions& options, RingStats& stats, const Arrived& arrived)
-      : link_(link), phase_(phase), sizes_(sizes), options_(options), stats_(stats),
-        arrived_(arrived),
-        nodes_(link.nodes()), self_(link.node()), parts_(nodes_), received_(nodes_),
-        out_(nodes_), pieces_(nodes_, 0), still_(nodes_, 0) {}
+  RingAllgather(RingLink& link, Phase phase, const RingOptions& options, RingStats& stats,
+                const Arrived& arrived)
+      : link_(link), phase_(phase), options_(options), stats_(stats), arrived_(arrived),
+        nodes_(link.nodes()), self_(link.node()), chunk_(std::max<std::size_t>(options.chunk_bytes, 1)),
+        size_(nodes_), known_(nodes_, false), parts_(nodes_), received_(nodes_), out_(nodes_),
+        still_(nodes_, 0) {}
 
-  std::vector<Bytes> run(Bytes mine) {
-    const std::size_t chunk = std::max<std::size_t>(options_.chunk_bytes, 1);
-    for (std::size_t n = 0; n < nodes_; ++n) {
-      pieces_[n] = sizes_.empty() ? 1 : std::max<std::size_t>((sizes_[n] + chunk - 1) / chunk, 1);
-      received_[n].assign(pieces_[n], false);
-      parts_[n].resize(pieces_[n]);
-      still_[n] = pieces_[n];
+  // What origin sends: one message of any size (nullopt) or `bytes` bytes
+  // in chunks (none when 0). Once per origin, before its messages count.
+  void expect(std::size_t origin, std::optional<std::size_t> bytes) {
+    const std::size_t pieces = bytes ? (*bytes + chunk_ - 1) / chunk_ : 1;
+    size_[origin] = bytes;
+    known_[origin] = true;
+    received_[origin].assign(pieces, false);
+    parts_[origin].resize(pieces);
+    still_[origin] = origin == self_ ? 0 : pieces;
+    missing_ += still_[origin];
+    ++known_count_;
+  }
+
+  // Sends this node's contribution (expect(self) first) and hands it to
+  // the arrived hook.
+  void start(Bytes mine) {
+    if (nodes_ > 1) {
+      const std::size_t pieces = parts_[self_].size();
+      for (std::size_t c = 0; c < pieces; ++c) {
+        const std::size_t begin = size_[self_] ? c * chunk_ : 0;
+        const std::size_t end = size_[self_] ? std::min(mine.size(), begin + chunk_) : mine.size();
+        send({phase_, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
+             Bytes(mine.data() + begin, end - begin, mine.owner()));
+      }
     }
-    std::size_t missing = 0;
-    for (std::size_t n = 0; n < nodes_; ++n)
-      if (n != self_) missing += pieces_[n];
-    send_own(mine, chunk);
     out_[self_] = std::move(mine);
     if (arrived_) arrived_(self_, out_[self_]);
-    while (missing > 0) {
-      Message msg = link_.recv(Clock::now() + options_.timeout);
-      if (accept(msg)) --missing;
-    }
-    return std::move(out_);
   }
 
- private:
-  void send_own(const Bytes& mine, std::size_t chunk) {
-    if (nodes_ == 1) return;
-    const std::size_t pieces = pieces_[self_];
-    for (std::size_t c = 0; c < pieces; ++c) {
-      const std::size_t begin = sizes_.empty() ? 0 : c * chunk;
-      const std::size_t end = sizes_.empty() ? mine.size() : std::min(mine.size(), begin + chunk);
-      send({phase_, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
-           Bytes(mine.data() + begin, end - begin, mine.owner()));
-    }
-  }
+  [[nodiscard]] bool done() const noexcept { return known_count_ == nodes_ && missing_ == 0; }
 
-  bool accept(const Message& msg) {
+  // Takes a message of this gather's phase: stores and forwards it, or
+  // drops it (counted) when it is not one that is expected.
+  void accept(const Message& msg) {
     const ChunkTag& tag = msg.tag;
     const std::size_t origin = tag.segment;
     if (tag.phase != phase_ || origin >= nodes_ || origin == self_ ||
-        tag.chunk >= pieces_[origin] || tag.hop != (self_ + nodes_ - origin) % nodes_ ||
-        received_[origin][tag.chunk]) {
-      stats_.drop("unexpected or duplicate message (phase " +
-                  std::to_string(static_cast<int>(tag.phase)) + ", origin " +
-                  std::to_string(origin) + ", chunk " + std::to_string(tag.chunk) + ", hop " +
-                  std::to_string(tag.hop) + ") during an all-gather");
-      return false;
+        tag.hop != (self_ + nodes_ - origin) % nodes_) {
+      drop(tag, "unexpected message");
+      return;
     }
-    if (!sizes_.empty() && msg.payload.size() != expected_size(origin, tag.chunk)) {
+    if (!known_[origin]) {
+      drop(tag, "message ahead of what its node announced");
+      return;
+    }
+    if (tag.chunk >= parts_[origin].size() || received_[origin][tag.chunk]) {
+      drop(tag, "unexpected or duplicate message");
+      return;
+    }
+    if (size_[origin] && msg.payload.size() != expected_size(origin, tag.chunk)) {
       stats_.drop("chunk of " + std::to_string(msg.payload.size()) + " bytes where " +
                   std::to_string(expected_size(origin, tag.chunk)) + " were announced");
-      return false;
+      return;
     }
     received_[origin][tag.chunk] = true;
     parts_[origin][tag.chunk] = msg.payload;
     if (tag.hop + 1 < nodes_) send({tag.phase, tag.segment, tag.chunk, tag.hop + 1}, msg.payload);
+    --missing_;
     if (--still_[origin] == 0) {
       out_[origin] = assemble(origin);
       if (arrived_) arrived_(origin, out_[origin]);
     }
-    return true;
+  }
+
+  std::vector<Bytes> take() { return std::move(out_); }
+
+ private:
+  void drop(const ChunkTag& tag, const char* what) {
+    stats_.drop(std::string(what) + " (phase " + std::to_string(static_cast<int>(tag.phase)) +
+                ", origin " + std::to_string(tag.segment) + ", chunk " + std::to_string(tag.chunk) +
+                ", hop " + std::to_string(tag.hop) + ") during an all-gather");
   }
 
   std::size_t expected_size(std::size_t origin, std::size_t chunk) const {
-    const std::size_t size = std::max<std::size_t>(options_.chunk_bytes, 1);
-    return std::min(size, sizes_[origin] - std::min(sizes_[origin], chunk * size));
+    const std::size_t size = *size_[origin];
+    return std::min(chunk_, size - std::min(size, chunk * chunk_));
   }
 
   Bytes assemble(std::size_t origin) {
@@ -104,17 +121,20 @@ class RingAllgather {
 
   RingLink& link_;
   Phase phase_;
-  const std::vector<std::size_t>& sizes_;
   const RingOptions& options_;
   RingStats& stats_;
   const Arrived& arrived_;
   std::size_t nodes_;
   std::size_t self_;
+  std::size_t chunk_;
+  std::vector<std::optional<std::size_t>> size_;  // per origin; nullopt: one message
+  std::vector<bool> known_;                       // per origin: expect() was called
   std::vector<std::vector<Bytes>> parts_;
   std::vector<std::vector<bool>> received_;
   std::vector<Bytes> out_;
-  std::vector<std::size_t> pieces_;  // messages per origin
-  std::vector<std::size_t> still_;   // messages per origin not yet here
+  std::vector<std::size_t> still_;  // messages per origin not yet here
+  std::size_t missing_ = 0;         // messages not yet here, over the origins known
+  std::size_t known_count_ = 0;
 };
 
 }  // namespace
@@ -123,7 +143,33 @@ std::vector<Bytes> ring_allgather(RingLink& link, Phase phase, Bytes mine,
                                   const std::vector<std::size_t>& sizes,
                                   const RingOptions& options, RingStats& stats,
                                   const Arrived& arrived) {
-  return RingAllgather(link, phase, sizes, options, stats, arrived).run(std::move(mine));
+  RingAllgather gather(link, phase, options, stats, arrived);
+  for (std::size_t n = 0; n < link.nodes(); ++n)
+    gather.expect(n, sizes.empty() ? std::nullopt : std::optional<std::size_t>(sizes[n]));
+  gather.start(std::move(mine));
+  while (!gather.done()) gather.accept(link.recv(Clock::now() + options.timeout));
+  return gather.take();
+}
+
+WithData ring_allgather_with_data(RingLink& link, Bytes summary, Bytes data,
+                                  const DataSize& data_size, const RingOptions& options,
+                                  RingStats& stats, const Arrived& data_arrived) {
+  RingAllgather data_gather(link, Phase::blobs, options, stats, data_arrived);
+  // A summary, as it arrives, says what data to expect from its node.
+  const Arrived announce = [&](std::size_t node, const Bytes& bytes) {
+    const std::optional<std::size_t> size = data_size(node, bytes);
+    data_gather.expect(node, size.value_or(0));
+  };
+  RingAllgather summaries(link, Phase::manifest, options, stats, announce);
+  for (std::size_t n = 0; n < link.nodes(); ++n) summaries.expect(n, std::nullopt);
+  summaries.start(std::move(summary));  // announces this node's own data
+  data_gather.start(std::move(data));
+  while (!summaries.done() || !data_gather.done()) {
+    const Message msg = link.recv(Clock::now() + options.timeout);
+    if (msg.tag.phase == Phase::blobs) data_gather.accept(msg);
+    else summaries.accept(msg);
+  }
+  return {summaries.take(), data_gather.take()};
 }
 
 }  // namespace zring::collective

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "collective/link.hpp"
@@ -10,23 +11,44 @@
 
 namespace zring::collective {
 
+// arrived: when set, called with (node, bytes) as soon as a node's whole
+// contribution is here (this node's own first), while later ones are still
+// on the wire, so the caller can work on it meanwhile. It must not throw.
+using Arrived = std::function<void(std::size_t node, const Bytes& bytes)>;
+
 // Each node contributes `mine`; returns the contributions of all nodes,
 // indexed by node (this node's own is `mine` itself). Node r's bytes travel
 // P - 1 hops, cut into chunks of options.chunk_bytes that are forwarded
 // without copies as they arrive.
 //
 // sizes: the byte size of every node's contribution when known in advance
-// (and validated: a chunk that does not fit it is dropped); when empty, each
-// contribution must be a single message (no larger than the link accepts),
-// as for the small manifest exchange that learns the sizes.
-//
-// arrived: when set, called with (node, bytes) as soon as a node's whole
-// contribution is here (this node's own first), while later ones are still
-// on the wire, so the caller can work on it meanwhile. It must not throw.
-using Arrived = std::function<void(std::size_t node, const Bytes& bytes)>;
+// (and validated: a chunk that does not fit it is dropped; a size of 0 is
+// no message at all); when empty, each contribution must be a single
+// message (no larger than the link accepts).
 std::vector<Bytes> ring_allgather(RingLink& link, Phase phase, Bytes mine,
                                   const std::vector<std::size_t>& sizes,
                                   const RingOptions& options, RingStats& stats,
                                   const Arrived& arrived = {});
+
+// Two all-gathers in one pass round the ring: every node's summary (a
+// single message, Phase::manifest) and, right behind it, the data its
+// summary announces (Phase::blobs, chunked). A node sends its data without
+// waiting for anyone else's summary, so a node that is ready early puts its
+// data on the wire while slower ones are still preparing theirs.
+//
+// data_size(node, summary) is called once per node as its summary arrives
+// (its own first) and says how many data bytes that node announced, or
+// nullopt when the summary is unusable (no data is then taken from it). It
+// must not throw and must decide the same on every node: it sees the same
+// bytes everywhere. Data arrives behind its summary (each link keeps order);
+// a data chunk that comes before its node's summary is dropped.
+struct WithData {
+  std::vector<Bytes> summaries;
+  std::vector<Bytes> data;
+};
+using DataSize = std::function<std::optional<std::size_t>(std::size_t node, const Bytes& summary)>;
+WithData ring_allgather_with_data(RingLink& link, Bytes summary, Bytes data,
+                                  const DataSize& data_size, const RingOptions& options,
+                                  RingStats& stats, const Arrived& data_arrived = {});
 
 }  // namespace zring::collective

@@ -28,13 +28,14 @@ class RingAllreduce {
   // lanes stay byte aligned): small enough to stay in the L1/L2 cache.
   static constexpr std::size_t kBlock = 4096;
 
-  RingAllreduce(RingLink& link, const Lane& lane, const Acc* local, Acc* result,
-                std::size_t elements, const RingOptions& options, RingStats& stats, ChunkDone* done,
+  RingAllreduce(RingLink& link, const Lane& lane, const Acc* local, Acc* result, BlockIo<Acc>* io,
+                std::size_t elements, const RingOptions& options, RingStats& stats,
                 std::size_t average_over, std::shared_ptr<const void> local_owner)
-      : link_(link), lane_(lane), local_(local), result_(result), options_(options),
-        stats_(stats), done_(done), average_over_(average_over),
-        local_owner_(std::move(local_owner)), average_(average_over > 1), nodes_(link.nodes()), self_(link.node()),
-        geometry_(elements, nodes_, chunk_elems(lane, options.chunk_bytes)),
+      : link_(link), local_(local), result_(result), io_(io), options_(options), stats_(stats),
+        average_over_(average_over), local_owner_(std::move(local_owner)),
+        average_(average_over > 1), nodes_(link.nodes()), self_(link.node()),
+        lanes_(carrying_lanes(lane, nodes_)),
+        geometry_(elements, nodes_, chunk_elems(lanes_[nodes_], options.chunk_bytes)),
         reduced_(geometry_.total_chunks(), false), final_(geometry_.total_chunks(), false),
         stream_(elements >= kStreamElems) {}
 
@@ -52,27 +53,56 @@ class RingAllreduce {
   }
 
  private:
-  static std::size_t chunk_elems(const Lane& lane, std::size_t chunk_bytes) {
+  // lanes[c]: the lane of a message carrying the sum of c nodes' values.
+  static std::vector<Lane> carrying_lanes(const Lane& lane, std::size_t nodes) {
+    std::vector<Lane> lanes;
+    for (std::size_t c = 0; c <= nodes; ++c) lanes.push_back(lane.carrying(std::max<std::size_t>(c, 1)));
+    return lanes;
+  }
+
+  static std::size_t chunk_elems(const Lane& widest, std::size_t chunk_bytes) {
     // Whole bytes per chunk for packed lanes: a multiple of 8 elements.
-    const std::size_t per8 = std::max<std::size_t>(lane.wire_bytes(8), 1);
+    const std::size_t per8 = std::max<std::size_t>(widest.wire_bytes(8), 1);
     return std::max<std::size_t>(chunk_bytes / per8, 1) * 8;
+  }
+
+  // This node's values of [begin, begin + n): where they are, or made by
+  // io into a scratch block (n <= kBlock).
+  const Acc* local_block(std::size_t begin, std::size_t n) {
+    if (!io_) return local_ + begin;
+    local_scratch_.resize(kBlock);
+    io_->local(begin, n, local_scratch_.data());
+    return local_scratch_.data();
+  }
+
+  // Where the sums of [begin, begin + n) go: the result, or a scratch
+  // block handed to io (n <= kBlock).
+  Acc* sums_block(std::size_t begin) {
+    if (!io_) return result_ + begin;
+    scratch_.resize(kBlock);
+    return scratch_.data();
   }
 
   void finish_locally() {
     // One node: the sum is the local contribution, in its wire form.
     const std::size_t n = geometry_.elements();
-    OwnedBuffer wire = allocate(lane_.wire_bytes(n));
-    lane_.encode(local_, n, wire.data.get());
-    lane_.decode(wire.data.get(), n, result_);
-    finish(0, n);
+    const Lane& lane = lanes_[1];
+    OwnedBuffer wire = allocate(lane.wire_bytes(std::min(n, kBlock)));
+    for (std::size_t at = 0; at < n; at += kBlock) {
+      const std::size_t len = std::min(kBlock, n - at);
+      lane.encode(local_block(at, len), len, wire.data.get());
+      Acc* sums = sums_block(at);
+      lane.decode(wire.data.get(), len, sums);
+      if (io_) io_->result(at, len, sums);
+    }
+    if (!io_) finish(0, n);
   }
 
-  // A chunk of the result is final: the average, then the caller's hook.
+  // A chunk of the result is final: the average.
   void finish(std::size_t begin, std::size_t end) {
     if constexpr (std::is_same_v<Acc, float>) {
       if (average_) divide(result_ + begin, end - begin, average_over_);
     }
-    if (done_) (*done_)(begin, end);
   }
 
   // float32 on the wire is the accumulator itself: a received payload (ours
@@ -98,8 +128,13 @@ class RingAllreduce {
           continue;
         }
       }
-      OwnedBuffer wire = allocate(lane_.wire_bytes(end - begin));
-      lane_.encode(local_ + begin, end - begin, wire.data.get());
+      const Lane& lane = lanes_[1];
+      const std::size_t n = end - begin;
+      OwnedBuffer wire = allocate(lane.wire_bytes(n));
+      for (std::size_t at = 0; at < n; at += kBlock) {  // at is a multiple of 8
+        const std::size_t len = std::min(kBlock, n - at);
+        lane.encode(local_block(begin + at, len), len, wire.data.get() + lane.wire_bytes(at));
+      }
       send({Phase::reduce, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
            wire.bytes());
     }
@@ -109,12 +144,15 @@ class RingAllreduce {
   bool handle(const Message& msg) {
     const ChunkTag& tag = msg.tag;
     if ((tag.phase != Phase::reduce && tag.phase != Phase::gather) || tag.segment >= nodes_ ||
-        tag.chunk >= geometry_.chunks(tag.segment)) {
+        tag.chunk >= geometry_.chunks(tag.segment) ||
+        (tag.phase == Phase::reduce && (tag.hop == 0 || tag.hop >= nodes_))) {
       stats_.drop("unexpected message " + tag_text(tag) + " during the reduce");
       return false;
     }
     auto [begin, end] = geometry_.range(tag.segment, tag.chunk);
-    if (msg.payload.size() != lane_.wire_bytes(end - begin)) {
+    // A partial sum at hop h carries h nodes' values; a complete one all.
+    const Lane& lane = lanes_[tag.phase == Phase::reduce ? tag.hop : nodes_];
+    if (msg.payload.size() != lane.wire_bytes(end - begin)) {
       stats_.drop("wrong payload size " + std::to_string(msg.payload.size()) + " for " +
                   tag_text(tag));
       return false;
@@ -137,27 +175,37 @@ class RingAllreduce {
     if constexpr (kFloatWire) {
       if (float* sum = writable_floats(payload)) return partial_in_place(tag, id, begin, n, sum, payload);
     }
-    OwnedBuffer wire = allocate(lane_.wire_bytes(n));
+    const Lane& in_lane = lanes_[tag.hop];
     if (tag.hop + 1 < nodes_) {
-      // Through a small scratch block that stays in cache: received partial
-      // sum + own values -> the next partial sum on the wire.
+      // Block by block through scratch that stays in cache: received
+      // partial sum + own values -> the next partial sum on the wire.
+      const Lane& out_lane = lanes_[tag.hop + 1];
+      OwnedBuffer wire = allocate(out_lane.wire_bytes(n));
       scratch_.resize(kBlock);
-      for (std::size_t at = 0; at < n; at += kBlock) {
+      for (std::size_t at = 0; at < n; at += kBlock) {  // at is a multiple of 8
         const std::size_t len = std::min(kBlock, n - at);
-        const std::size_t offset = lane_.wire_bytes(at);  // at is a multiple of 8
-        lane_.decode_add(payload.data() + offset, len, local_ + begin + at, scratch_.data());
-        lane_.encode(scratch_.data(), len, wire.data.get() + offset);
+        in_lane.decode_add(payload.data() + in_lane.wire_bytes(at), len, local_block(begin + at, len),
+                           scratch_.data());
+        out_lane.encode(scratch_.data(), len, wire.data.get() + out_lane.wire_bytes(at));
       }
       send({Phase::reduce, tag.segment, tag.chunk, tag.hop + 1}, wire.bytes());
       return false;
     }
     // This node owns the segment: the sum is complete.
-    lane_.decode_add(payload.data(), n, local_ + begin, result_ + begin);
-    lane_.encode(result_ + begin, n, wire.data.get());
-    if constexpr (Lane::kRounds) lane_.decode(wire.data.get(), n, result_ + begin);
+    const Lane& out_lane = lanes_[nodes_];
+    OwnedBuffer wire = allocate(out_lane.wire_bytes(n));
+    for (std::size_t at = 0; at < n; at += kBlock) {
+      const std::size_t len = std::min(kBlock, n - at);
+      std::uint8_t* out = wire.data.get() + out_lane.wire_bytes(at);
+      Acc* sums = sums_block(begin + at);
+      in_lane.decode_add(payload.data() + in_lane.wire_bytes(at), len, local_block(begin + at, len), sums);
+      out_lane.encode(sums, len, out);
+      if constexpr (Lane::kRounds) out_lane.decode(out, len, sums);
+      if (io_) io_->result(begin + at, len, sums);
+    }
     final_[id] = true;
     send({Phase::gather, tag.segment, tag.chunk, 1}, wire.bytes());
-    finish(begin, end);
+    if (!io_) finish(begin, end);
     return true;
   }
 
@@ -174,7 +222,6 @@ class RingAllreduce {
     else add_and_average(sum, mine, result_ + begin, n, average_over_);
     final_[id] = true;
     send({Phase::gather, tag.segment, tag.chunk, 1}, payload);
-    if (done_) (*done_)(begin, begin + n);
     return true;
   }
 
@@ -194,11 +241,21 @@ class RingAllreduce {
         // One pass: the sum's bits (any alignment) divided into the result.
         if (stream_) average_from_wire_streamed(payload.data(), result_ + begin, end - begin, average_over_);
         else average_from_wire(payload.data(), result_ + begin, end - begin, average_over_);
-        if (done_) (*done_)(begin, end);
         return true;
       }
     }
-    lane_.decode(payload.data(), end - begin, result_ + begin);
+    const Lane& lane = lanes_[nodes_];
+    if (io_) {
+      const std::size_t n = end - begin;
+      for (std::size_t at = 0; at < n; at += kBlock) {
+        const std::size_t len = std::min(kBlock, n - at);
+        Acc* sums = sums_block(begin + at);
+        lane.decode(payload.data() + lane.wire_bytes(at), len, sums);
+        io_->result(begin + at, len, sums);
+      }
+      return true;
+    }
+    lane.decode(payload.data(), end - begin, result_ + begin);
     finish(begin, end);
     return true;
   }
@@ -210,21 +267,22 @@ class RingAllreduce {
   }
 
   RingLink& link_;
-  const Lane& lane_;
   const Acc* local_;
   Acc* result_;
+  BlockIo<Acc>* io_;  // when set, makes local values and takes the sums
   const RingOptions& options_;
   RingStats& stats_;
-  ChunkDone* done_;
   std::size_t average_over_;
   std::shared_ptr<const void> local_owner_;  // when set, keeps local alive
   bool average_;
   std::size_t nodes_;
   std::size_t self_;
+  std::vector<Lane> lanes_;  // by how many nodes' values a message carries
   ChunkGeometry geometry_;
   std::vector<bool> reduced_;  // partial sum of this chunk seen
   std::vector<bool> final_;    // complete sum of this chunk stored
   std::vector<Acc> scratch_;
+  std::vector<Acc> local_scratch_;
   bool stream_;  // a large result: written with streaming stores
 };
 
@@ -233,21 +291,25 @@ class RingAllreduce {
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements,
-                    const RingOptions& options, RingStats& stats, ChunkDone* done,
-                    std::size_t average_over, std::shared_ptr<const void> local_owner) {
-  RingAllreduce<Lane>(link, lane, local, result, elements, options, stats, done, average_over,
+                    const RingOptions& options, RingStats& stats, std::size_t average_over,
+                    std::shared_ptr<const void> local_owner) {
+  RingAllreduce<Lane>(link, lane, local, result, nullptr, elements, options, stats, average_over,
                       std::move(local_owner)).run();
 }
 
+template <class Lane>
+void ring_allreduce(RingLink& link, const Lane& lane, BlockIo<typename Lane::Acc>& io,
+                    std::size_t elements, const RingOptions& options, RingStats& stats) {
+  RingAllreduce<Lane>(link, lane, nullptr, nullptr, &io, elements, options, stats, 1, {}).run();
+}
+
 template void ring_allreduce<FloatLane>(RingLink&, const FloatLane&, const float*, float*,
-                                        std::size_t, const RingOptions&, RingStats&, ChunkDone*, std::size_t,
+                                        std::size_t, const RingOptions&, RingStats&, std::size_t,
                                         std::shared_ptr<const void>);
 template void ring_allreduce<HalfLane>(RingLink&, const HalfLane&, const float*, float*,
-                                       std::size_t, const RingOptions&, RingStats&, ChunkDone*, std::size_t,
-                                        std::shared_ptr<const void>);
-template void ring_allreduce<CodeLane>(RingLink&, const CodeLane&, const std::uint32_t*,
-                                       std::uint32_t*, std::size_t, const RingOptions&,
-                                       RingStats&, ChunkDone*, std::size_t,
-                                        std::shared_ptr<const void>);
+                                       std::size_t, const RingOptions&, RingStats&, std::size_t,
+                                       std::shared_ptr<const void>);
+template void ring_allreduce<CodeLane>(RingLink&, const CodeLane&, BlockIo<std::uint32_t>&,
+                                       std::size_t, const RingOptions&, RingStats&);
 
 }  // namespace zring::collective

@@ -15,14 +15,20 @@ struct RingOptions {
   Clock::duration timeout = std::chrono::seconds(10);  // longest silence of the predecessor
 };
 
-// Called once per chunk of the result as soon as that chunk is final, with
-// the element range [begin, end): the chunk is still in cache, so a pass
-// such as dividing by the world size costs no extra trip through memory.
-// Must only touch result[begin, end).
-class ChunkDone {
+// For lanes whose accumulator is not what the caller holds (affine codes):
+// this node's contribution is made block by block just before it is sent
+// or summed, and the complete sums are handed over block by block while
+// they are in cache, so neither ever exists as a whole buffer.
+template <class Acc>
+class BlockIo {
  public:
-  virtual ~ChunkDone() = default;
-  virtual void operator()(std::size_t begin, std::size_t end) = 0;
+  virtual ~BlockIo() = default;
+  // This node's contribution to elements [begin, begin + n), into out.
+  // Called exactly once for every element.
+  virtual void local(std::size_t begin, std::size_t n, Acc* out) = 0;
+  // The complete sums of elements [begin, begin + n), the same bits on
+  // every node. Called exactly once for every element.
+  virtual void result(std::size_t begin, std::size_t n, const Acc* sums) = 0;
 };
 
 // Sums `local` (this node's contribution, `elements` values) over every node
@@ -37,6 +43,8 @@ class ChunkDone {
 // starts the all-gather: the sum travels P - 1 hops and every node stores
 // it. Every chunk moves independently, so encoding, sending and summing of
 // different chunks overlap, and every node sends 2 (P - 1) / P of the buffer.
+// A message carrying the sum of c nodes' values uses lane.carrying(c), so a
+// lane may be narrower on the early hops.
 //
 // With average_over > 1, result receives the sum divided by average_over
 // (the same bits as dividing afterwards), computed chunk by chunk.
@@ -47,7 +55,13 @@ class ChunkDone {
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements,
-                    const RingOptions& options, RingStats& stats, ChunkDone* done = nullptr,
-                    std::size_t average_over = 1, std::shared_ptr<const void> local_owner = {});
+                    const RingOptions& options, RingStats& stats, std::size_t average_over = 1,
+                    std::shared_ptr<const void> local_owner = {});
+
+// The same schedule, with io making this node's contribution and taking
+// the sums (see BlockIo).
+template <class Lane>
+void ring_allreduce(RingLink& link, const Lane& lane, BlockIo<typename Lane::Acc>& io,
+                    std::size_t elements, const RingOptions& options, RingStats& stats);
 
 }  // namespace zring::collective

@@ -292,29 +292,39 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
 }
 
 // Before this node begins an op, the others can only be in its first phase,
-// the all-gather of every node's summary (collective::exchange_summaries):
-// no op gets further without this node's summary. A summary travels as one
-// message (chunk 0) tagged with its origin and hop. So only those, from
-// other nodes, each once, are kept for the op: at most nodes() - 1, however
-// many frames claim to be for it.
+// the all-gather of every node's summary and the data the summaries
+// announce (collective::ring_allgather_with_data): no op gets further
+// without this node's summary. A summary travels as one message (chunk 0)
+// tagged with its origin and hop, and a node's data chunks only behind its
+// summary. So only those are kept for the op: other nodes' summaries, each
+// once (at most nodes() - 1, however many frames claim to be for it), and
+// data chunks, each once, of a node whose summary is kept; kMaxEarly
+// messages in all.
 void ZmqRing::keep_early(const RingHeader& header, collective::Message msg) {
   const collective::ChunkTag& tag = header.tag;
-  const bool summary = tag.phase == collective::Phase::manifest && tag.chunk == 0 && tag.segment < nodes() &&
-                       tag.segment != options_.self &&
-                       tag.hop == (options_.self + nodes() - tag.segment) % nodes();
-  if (!summary) {
-    drop("data of phase " + std::to_string(static_cast<int>(tag.phase)) + " (segment " +
-             std::to_string(tag.segment) + ", chunk " + std::to_string(tag.chunk) + ", hop " +
-             std::to_string(tag.hop) + ") for op " + std::to_string(header.op) +
-             ", which this node has not begun: only the other nodes' summaries can come before it", false);
-    return;
-  }
+  const bool from_other = tag.segment < nodes() && tag.segment != options_.self &&
+                          tag.hop == (options_.self + nodes() - tag.segment) % nodes();
+  const bool summary = tag.phase == collective::Phase::manifest && tag.chunk == 0 && from_other;
+  const bool data = tag.phase == collective::Phase::blobs && from_other;
+  bool summary_kept = false;
   for (const auto& [op, kept] : early_) {
-    if (op == header.op && kept.tag == tag) {
-      drop("a second copy of node #" + std::to_string(tag.segment) + "'s summary for op " +
+    if (op != header.op) continue;
+    if (kept.tag == tag) {
+      drop("a second copy of node #" + std::to_string(tag.segment) + "'s " +
+               (summary ? "summary" : "data chunk " + std::to_string(tag.chunk)) + " for op " +
                std::to_string(header.op), false);
       return;
     }
+    summary_kept = summary_kept || (kept.tag.phase == collective::Phase::manifest &&
+                                    kept.tag.segment == tag.segment);
+  }
+  if (!summary && !(data && summary_kept)) {
+    drop("data of phase " + std::to_string(static_cast<int>(tag.phase)) + " (segment " +
+             std::to_string(tag.segment) + ", chunk " + std::to_string(tag.chunk) + ", hop " +
+             std::to_string(tag.hop) + ") for op " + std::to_string(header.op) +
+             ", which this node has not begun: only the other nodes' summaries and the data "
+             "behind them can come before it", false);
+    return;
   }
   if (early_.size() < kMaxEarly) early_.emplace_back(header.op, std::move(msg));
   else drop("too many messages for an op this node has not begun", false);
