@@ -14,6 +14,10 @@
 namespace zring::collective {
 namespace {
 
+// Ops at least this large (elements, 1 MiB of floats) prepare on the
+// helper thread: the hand-over costs tens of microseconds.
+constexpr std::size_t kPrepareBesideElems = std::size_t{1} << 18;
+
 std::unique_ptr<MethodPlan> make_plan(PlanInputs& in) {
   switch (in.input.method.kind()) {
     case CompressionKind::none:
@@ -69,9 +73,7 @@ std::uint64_t max_data_bytes(const NodeSummary& summary, std::size_t local_ranks
 // can need, fails the op once the exchange is over: every node sees the
 // same bytes, so every node names the same first bad node.
 std::vector<NodeSummary> exchange_summaries(RingLink& link, const OpContext& context,
-                                            const NodeSummary& mine, MethodPlan* plan,
-                                            RingStats& stats) {
-  const std::vector<std::uint8_t> encoded = wire::encode_summary(mine);
+                                            const Mine& mine, MethodPlan* plan, RingStats& stats) {
   const std::size_t nodes = link.nodes();
   std::vector<NodeSummary> summaries(nodes);
   std::vector<std::string> bad(nodes);
@@ -93,8 +95,7 @@ std::vector<NodeSummary> exchange_summaries(RingLink& link, const OpContext& con
   const Arrived arrived = [&](std::size_t n, const Bytes& data) {
     if (plan) plan->data_arrived(n, data);
   };
-  ring_allgather_with_data(link, Bytes::copy_of(encoded.data(), encoded.size()),
-                           plan ? plan->data() : Bytes{}, data_size, context.ring, stats, arrived);
+  ring_allgather_with_data(link, mine, data_size, context.ring, stats, arrived);
   for (std::size_t n = 0; n < nodes; ++n) {
     if (!bad[n].empty())
       throw Error(ErrorCode::malformed_message, "op " + std::to_string(context.op_number) + ": " + bad[n]);
@@ -170,13 +171,40 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
     if (input.ranks.size() != context.local_ranks || residuals.size() != context.local_ranks)
       throw Error(ErrorCode::internal, "run_allreduce: one contribution per local rank expected");
     for (codec::ErrorFeedback& r : residuals) r.discard();  // what a failed op staged
-    correct_inputs(in);
     plan = make_plan(in);
-    plan->prepare(mine);
   }
-  out.prepare_time = lap();
+  const auto prepare = [&] {
+    const auto began = Clock::now();
+    if (plan) {
+      correct_inputs(in);
+      plan->prepare(mine);
+    }
+    out.prepare_time = duration_cast<microseconds>(Clock::now() - began);
+  };
+  // A large op prepares (compresses) on the helper thread, while this one
+  // already forwards the summaries and data of the nodes that are ready.
+  // The guard waits for the helper before anything it uses goes away.
+  const bool beside = plan && link.nodes() > 1 && in.elements() >= kPrepareBesideElems;
+  struct Join {
+    Helper* helper;
+    ~Join() {
+      if (helper) helper->wait_quietly();
+    }
+  } join{beside ? &workspace.helper : nullptr};
+  if (beside) workspace.helper.start(prepare);
+  else prepare();
+  const Mine own{[&] { return !beside || workspace.helper.done(); },
+                 [&]() -> std::pair<Bytes, Bytes> {
+                   if (beside) {
+                     join.helper = nullptr;
+                     workspace.helper.wait();  // rethrows what prepare threw
+                   }
+                   const std::vector<std::uint8_t> encoded = wire::encode_summary(mine);
+                   return {Bytes::copy_of(encoded.data(), encoded.size()),
+                           plan ? plan->data() : Bytes{}};
+                 }};
   const std::vector<NodeSummary> summaries =
-      exchange_summaries(link, context, mine, plan.get(), out.stats);
+      exchange_summaries(link, context, own, plan.get(), out.stats);
   out.summaries_time = lap();
   check_summaries(link, context, summaries);
   out.elements = in.elements();

@@ -38,16 +38,19 @@ class InprocRing::Link final : public RingLink {
   }
 
   Message recv(Deadline deadline) override {
+    if (std::optional<Message> msg = recv_until(deadline)) return std::move(*msg);
+    throw Error(ErrorCode::timeout, "node " + std::to_string(node_) +
+                                        ": timed out waiting for node " +
+                                        std::to_string((node_ + nodes() - 1) % nodes()));
+  }
+
+  std::optional<Message> recv_until(Deadline deadline) override {
     Inbox& inbox = *ring_.inboxes_[node_];
     std::unique_lock lock(inbox.mutex);
     const bool ready = inbox.ready.wait_until(
         lock, deadline, [&] { return !inbox.messages.empty() || !inbox.aborted.empty(); });
     if (!inbox.aborted.empty()) throw Error(ErrorCode::aborted, inbox.aborted);
-    if (!ready) {
-      throw Error(ErrorCode::timeout, "node " + std::to_string(node_) +
-                                          ": timed out waiting for node " +
-                                          std::to_string((node_ + nodes() - 1) % nodes()));
-    }
+    if (!ready) return std::nullopt;
     Message msg = std::move(inbox.messages.front());
     inbox.messages.pop_front();
     return msg;

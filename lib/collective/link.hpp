@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,10 @@ class RingLink {
   // zring::Error(timeout) naming the predecessor when none arrives before
   // deadline, or another zring::Error when the op is aborted.
   virtual Message recv(Deadline deadline) = 0;
+  // The same, but at the deadline without a message it returns nothing
+  // instead of throwing timeout (for a short wait while this node is busy
+  // with something else).
+  virtual std::optional<Message> recv_until(Deadline deadline) = 0;
 };
 
 }  // namespace zring::collective

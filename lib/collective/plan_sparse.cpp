@@ -22,16 +22,21 @@ namespace {
 class SparsePlan final : public MethodPlan {
  public:
   explicit SparsePlan(PlanInputs& in)
-      : in_(in), codec_(codec::make_codec(in.input.method.base())) {}
+      : in_(in), codec_(codec::make_codec(in.input.method.base())), of_node_(in.link.nodes()),
+        failed_(in.link.nodes()) {}
 
   void prepare(NodeSummary& summary) override {
     std::vector<std::vector<std::uint8_t>> payloads;
+    // This node's own views are kept as compressed, not decoded again.
+    std::vector<CompressedGradient>& own = of_node_[in_.link.node()];
     for (std::size_t l = 0; l < in_.x.size(); ++l) {
       for (std::size_t t = 0; t < in_.tensors(); ++t) {
         const std::size_t off = in_.offsets[t];
         CompressedGradient g = codec_->compress(in_.x[l] + off, in_.offsets[t + 1] - off, {});
         in_.update_feedback_sparse(l, t, g);
         payloads.push_back(std::move(g.payload));
+        g.payload = {};
+        own.push_back(std::move(g));
       }
     }
     blob_ = std::make_shared<std::vector<std::uint8_t>>(wire::encode_payload_list(payloads));
@@ -40,14 +45,12 @@ class SparsePlan final : public MethodPlan {
 
   // The payloads travel behind the summary (ring_allgather_with_data), so
   // a node that compressed early puts them on the wire while others still
-  // compress; each node's are decoded as soon as they are all here.
-  Bytes data() override {
-    of_node_.resize(in_.link.nodes());
-    failed_.resize(in_.link.nodes());
-    return Bytes::take(blob_);
-  }
+  // compress; each node's are decoded as soon as they are all here (on the
+  // ring thread, maybe while this node still compresses on the helper).
+  Bytes data() override { return Bytes::take(blob_); }
 
   void data_arrived(std::size_t node, const Bytes& blob) override {
+    if (node == in_.link.node()) return;  // kept by prepare
     try {
       decode_node(node, blob, of_node_[node]);
     } catch (const Error& e) {

@@ -1,6 +1,7 @@
 #include "collective/ring_allgather.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -13,17 +14,22 @@ namespace {
 // expected of an origin may be learned while the gather runs.
 class RingAllgather {
  public:
+  // piece(size): the bytes per message of a contribution of `size` bytes
+  // (a function of the size alone, so every node cuts it the same way).
+  using Piece = std::function<std::size_t(std::size_t size)>;
+
   RingAllgather(RingLink& link, Phase phase, const RingOptions& options, RingStats& stats,
-                const Arrived& arrived)
+                const Arrived& arrived, Piece piece)
       : link_(link), phase_(phase), options_(options), stats_(stats), arrived_(arrived),
-        nodes_(link.nodes()), self_(link.node()), chunk_(std::max<std::size_t>(options.chunk_bytes, 1)),
-        size_(nodes_), known_(nodes_, false), parts_(nodes_), received_(nodes_), out_(nodes_),
+        piece_(std::move(piece)), nodes_(link.nodes()), self_(link.node()), size_(nodes_),
+        chunk_(nodes_, 1), known_(nodes_, false), parts_(nodes_), received_(nodes_), out_(nodes_),
         still_(nodes_, 0) {}
 
   // What origin sends: one message of any size (nullopt) or `bytes` bytes
-  // in chunks (none when 0). Once per origin, before its messages count.
+  // in pieces (none when 0). Once per origin, before its messages count.
   void expect(std::size_t origin, std::optional<std::size_t> bytes) {
-    const std::size_t pieces = bytes ? (*bytes + chunk_ - 1) / chunk_ : 1;
+    chunk_[origin] = bytes ? std::max<std::size_t>(piece_(*bytes), 1) : 1;
+    const std::size_t pieces = bytes ? (*bytes + chunk_[origin] - 1) / chunk_[origin] : 1;
     size_[origin] = bytes;
     known_[origin] = true;
     received_[origin].assign(pieces, false);
@@ -39,8 +45,9 @@ class RingAllgather {
     if (nodes_ > 1) {
       const std::size_t pieces = parts_[self_].size();
       for (std::size_t c = 0; c < pieces; ++c) {
-        const std::size_t begin = size_[self_] ? c * chunk_ : 0;
-        const std::size_t end = size_[self_] ? std::min(mine.size(), begin + chunk_) : mine.size();
+        const std::size_t chunk = chunk_[self_];
+        const std::size_t begin = size_[self_] ? c * chunk : 0;
+        const std::size_t end = size_[self_] ? std::min(mine.size(), begin + chunk) : mine.size();
         send({phase_, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
              Bytes(mine.data() + begin, end - begin, mine.owner()));
       }
@@ -95,7 +102,8 @@ class RingAllgather {
 
   std::size_t expected_size(std::size_t origin, std::size_t chunk) const {
     const std::size_t size = *size_[origin];
-    return std::min(chunk_, size - std::min(size, chunk * chunk_));
+    const std::size_t piece = chunk_[origin];
+    return std::min(piece, size - std::min(size, chunk * piece));
   }
 
   Bytes assemble(std::size_t origin) {
@@ -124,10 +132,11 @@ class RingAllgather {
   const RingOptions& options_;
   RingStats& stats_;
   const Arrived& arrived_;
+  Piece piece_;
   std::size_t nodes_;
   std::size_t self_;
-  std::size_t chunk_;
   std::vector<std::optional<std::size_t>> size_;  // per origin; nullopt: one message
+  std::vector<std::size_t> chunk_;                // per origin: bytes per message
   std::vector<bool> known_;                       // per origin: expect() was called
   std::vector<std::vector<Bytes>> parts_;
   std::vector<std::vector<bool>> received_;
@@ -143,7 +152,8 @@ std::vector<Bytes> ring_allgather(RingLink& link, Phase phase, Bytes mine,
                                   const std::vector<std::size_t>& sizes,
                                   const RingOptions& options, RingStats& stats,
                                   const Arrived& arrived) {
-  RingAllgather gather(link, phase, options, stats, arrived);
+  const std::size_t chunk = options.chunk_bytes;
+  RingAllgather gather(link, phase, options, stats, arrived, [chunk](std::size_t) { return chunk; });
   for (std::size_t n = 0; n < link.nodes(); ++n)
     gather.expect(n, sizes.empty() ? std::nullopt : std::optional<std::size_t>(sizes[n]));
   gather.start(std::move(mine));
@@ -151,25 +161,47 @@ std::vector<Bytes> ring_allgather(RingLink& link, Phase phase, Bytes mine,
   return gather.take();
 }
 
-WithData ring_allgather_with_data(RingLink& link, Bytes summary, Bytes data,
-                                  const DataSize& data_size, const RingOptions& options,
-                                  RingStats& stats, const Arrived& data_arrived) {
-  RingAllgather data_gather(link, Phase::blobs, options, stats, data_arrived);
+WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSize& data_size,
+                                  const RingOptions& options, RingStats& stats,
+                                  const Arrived& data_arrived) {
+  // About an eighth of the data per piece, so that it moves in a pipeline,
+  // in whole 4 KiB, from 64 KiB to chunk_bytes.
+  const std::size_t most = std::max<std::size_t>(options.chunk_bytes, 1);
+  const auto piece = [most](std::size_t size) {
+    const std::size_t eighth = (size / 8 + 4095) / 4096 * 4096;
+    return std::min(most, std::max<std::size_t>(eighth, 64 * 1024));
+  };
+  RingAllgather data(link, Phase::blobs, options, stats, data_arrived, piece);
   // A summary, as it arrives, says what data to expect from its node.
   const Arrived announce = [&](std::size_t node, const Bytes& bytes) {
-    const std::optional<std::size_t> size = data_size(node, bytes);
-    data_gather.expect(node, size.value_or(0));
+    data.expect(node, data_size(node, bytes).value_or(0));
   };
-  RingAllgather summaries(link, Phase::manifest, options, stats, announce);
+  RingAllgather summaries(link, Phase::manifest, options, stats, announce,
+                          [](std::size_t size) { return size; });
   for (std::size_t n = 0; n < link.nodes(); ++n) summaries.expect(n, std::nullopt);
-  summaries.start(std::move(summary));  // announces this node's own data
-  data_gather.start(std::move(data));
-  while (!summaries.done() || !data_gather.done()) {
-    const Message msg = link.recv(Clock::now() + options.timeout);
-    if (msg.tag.phase == Phase::blobs) data_gather.accept(msg);
-    else summaries.accept(msg);
+  bool started = false;
+  const auto start_when_ready = [&] {
+    if (started || !mine.ready()) return;
+    auto [summary, payload] = mine.take();
+    summaries.start(std::move(summary));  // announces this node's own data
+    data.start(std::move(payload));
+    started = true;
+  };
+  start_when_ready();
+  // While this node's own are being made, wait in short slices to notice
+  // when they are; the timeout counts only once they are on their way (until
+  // then the others wait for this node, not the other way round).
+  constexpr auto kSlice = std::chrono::milliseconds(1);
+  while (!started || !summaries.done() || !data.done()) {
+    const std::optional<Message> msg = started ? link.recv(Clock::now() + options.timeout)
+                                               : link.recv_until(Clock::now() + kSlice);
+    if (msg) {
+      if (msg->tag.phase == Phase::blobs) data.accept(*msg);
+      else summaries.accept(*msg);
+    }
+    start_when_ready();
   }
-  return {summaries.take(), data_gather.take()};
+  return {summaries.take(), data.take()};
 }
 
 }  // namespace zring::collective

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "collective/link.hpp"
@@ -32,9 +33,13 @@ std::vector<Bytes> ring_allgather(RingLink& link, Phase phase, Bytes mine,
 
 // Two all-gathers in one pass round the ring: every node's summary (a
 // single message, Phase::manifest) and, right behind it, the data its
-// summary announces (Phase::blobs, chunked). A node sends its data without
-// waiting for anyone else's summary, so a node that is ready early puts its
-// data on the wire while slower ones are still preparing theirs.
+// summary announces (Phase::blobs). A node sends its data without waiting
+// for anyone else's summary, so a node that is ready early puts its data on
+// the wire while slower ones are still preparing theirs; and until this
+// node's own are ready (mine.ready(), polled while it is made on another
+// thread) it already forwards what the others send. Data is cut into
+// pieces of about an eighth of it (64 KiB .. chunk_bytes), so it moves
+// round the ring in a pipeline.
 //
 // data_size(node, summary) is called once per node as its summary arrives
 // (its own first) and says how many data bytes that node announced, or
@@ -46,9 +51,13 @@ struct WithData {
   std::vector<Bytes> summaries;
   std::vector<Bytes> data;
 };
+struct Mine {
+  std::function<bool()> ready;                  // this node's summary and data are made
+  std::function<std::pair<Bytes, Bytes>()> take;  // then: them (called once)
+};
 using DataSize = std::function<std::optional<std::size_t>(std::size_t node, const Bytes& summary)>;
-WithData ring_allgather_with_data(RingLink& link, Bytes summary, Bytes data,
-                                  const DataSize& data_size, const RingOptions& options,
-                                  RingStats& stats, const Arrived& data_arrived = {});
+WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSize& data_size,
+                                  const RingOptions& options, RingStats& stats,
+                                  const Arrived& data_arrived = {});
 
 }  // namespace zring::collective

@@ -133,6 +133,16 @@ void ZmqRing::flush() {
 // --- receiving -----------------------------------------------------------------
 
 collective::Message ZmqRing::recv(Deadline deadline) {
+  if (std::optional<collective::Message> msg = recv_until(deadline)) return std::move(*msg);
+  std::string text = "op " + std::to_string(op_.value_or(0)) + ": timed out after " +
+                     ms_text(options_.timeout) + " waiting for " + describe(predecessor());
+  if (counters_.dropped != 0)
+    text += " (" + std::to_string(counters_.dropped) + " messages dropped, last: " +
+            counters_.last_drop + ")";
+  throw Error(ErrorCode::timeout, text);
+}
+
+std::optional<collective::Message> ZmqRing::recv_until(Deadline deadline) {
   for (;;) {
     if (op_failure_) fail_current_op(op_failure_->first, op_failure_->second);
     if (!early_.empty() && op_ && early_.front().first == *op_) {
@@ -140,17 +150,10 @@ collective::Message ZmqRing::recv(Deadline deadline) {
       early_.pop_front();
       return msg;
     }
-    if (auto msg = poll_once(deadline, nullptr, nullptr)) return std::move(*msg);
+    if (auto msg = poll_once(deadline, nullptr, nullptr)) return msg;
     if (interrupted()) throw Error(ErrorCode::aborted, "zringd is shutting down");
     if (op_failure_) fail_current_op(op_failure_->first, op_failure_->second);
-    if (Clock::now() >= deadline) {
-      std::string text = "op " + std::to_string(op_.value_or(0)) + ": timed out after " +
-                         ms_text(options_.timeout) + " waiting for " + describe(predecessor());
-      if (counters_.dropped != 0)
-        text += " (" + std::to_string(counters_.dropped) + " messages dropped, last: " +
-                counters_.last_drop + ")";
-      throw Error(ErrorCode::timeout, text);
-    }
+    if (Clock::now() >= deadline) return std::nullopt;
   }
 }
 

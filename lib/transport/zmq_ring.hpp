@@ -115,6 +115,7 @@ class ZmqRing final : public collective::RingLink {
   std::string describe(std::size_t node) const override;
   void send(const collective::ChunkTag& tag, collective::Bytes payload) override;
   collective::Message recv(collective::Deadline deadline) override;
+  std::optional<collective::Message> recv_until(collective::Deadline deadline) override;
 
   [[nodiscard]] const RingCounters& counters() const noexcept { return counters_; }
   // Adds the messages the collective threw away during an op (out-of-range

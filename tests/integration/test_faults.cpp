@@ -76,15 +76,15 @@ bool recovers(LocalRing& ring, std::uint64_t seed, std::chrono::seconds within) 
   return false;
 }
 
-// One `ring_client --talk` per node (method none, local rank 0), each
+// One `ring_client --talk` per node (method none unless given, local rank 0), each
 // ready for commands; stderr to <dir>/<tag><n>.err.
 std::vector<Process> start_talking(LocalRing& ring, std::size_t nodes, const std::string& seed,
                                    const std::string& sizes, const std::string& timeout_ms,
-                                   const std::string& tag) {
+                                   const std::string& tag, const std::string& method = "none") {
   std::vector<Process> clients;
   for (std::size_t n = 0; n < nodes; ++n) {
     clients.push_back(Process::spawn_talking(
-        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", "none", seed, sizes, timeout_ms},
+        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", method, seed, sizes, timeout_ms},
         ring.dir() + "/" + tag + std::to_string(n) + ".err"));
     const auto ready = clients.back().read_line(std::chrono::seconds(20));
     BOOST_TEST_REQUIRE(ready.has_value());
@@ -102,9 +102,10 @@ BOOST_AUTO_TEST_CASE(killed_peer_gives_every_rank_an_error_then_the_ring_recover
   std::mt19937 rng(7);
   double worst = 0;
   for (int trial = 0; trial < 6; ++trial) {
-    // Long ops, so the kill lands inside one at a random point.
+    // Many ops (more than run in the longest wait), so the kill lands
+    // inside one at a random point.
     std::vector<Client> clients;
-    for (std::size_t n = 0; n < 3; ++n) clients.push_back(start_client(ring, n, "quant:8", 50, 300000, 50 + trial));
+    for (std::size_t n = 0; n < 3; ++n) clients.push_back(start_client(ring, n, "quant:8", 500, 300000, 50 + trial));
     const std::size_t victim = trial % 3;
     std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
     const auto killed_at = Clock::now();
@@ -134,7 +135,7 @@ BOOST_AUTO_TEST_CASE(frozen_peer_times_out_and_thawing_it_recovers) {
   ring.start_all();
   ring.wait_up();
   std::vector<Client> clients;
-  for (std::size_t n = 0; n < 3; ++n) clients.push_back(start_client(ring, n, "none", 40, 300000, 60));
+  for (std::size_t n = 0; n < 3; ++n) clients.push_back(start_client(ring, n, "none", 400, 300000, 60));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ring.daemon(1).signal(SIGSTOP);
   for (std::size_t n : {0u, 2u}) {
@@ -298,4 +299,50 @@ BOOST_AUTO_TEST_CASE(restarted_daemon_rejoins_and_running_clients_carry_on) {
   }
   BOOST_TEST(recovered, "no round succeeded on every rank after the restart");
   for (auto& c : clients) c.send_line("quit");
+}
+
+// A rank that comes late: the other nodes have already sent their summaries
+// and, for top-k, the payloads right behind them, before the late node's
+// zringd began the op. It keeps them until its client arrives, and every
+// rank gets the exact average. (Large enough that the nodes compress on
+// their helper threads and the payloads travel in several pieces.)
+BOOST_AUTO_TEST_CASE(a_late_rank_finds_what_the_others_sent_before_it_began) {
+  LocalRing ring(options(4, 10000));
+  ring.start_all();
+  ring.wait_up();
+  const std::vector<std::size_t> sizes = {7, 1100000};
+  const std::uint64_t seed = 23;
+  for (const std::string method : {"topk:10%", "quant:4"}) {
+    std::vector<Process> clients = start_talking(ring, 4, std::to_string(seed), "7,1100000", "20000",
+                                                 "late-" + method.substr(0, 4), method);
+    for (int round = 0; round < 2; ++round) {
+      const std::string f = ring.dir() + "/late-" + std::to_string(round) + "-";
+      for (std::size_t n = 0; n < 3; ++n)
+        clients[n].send_line("round " + std::to_string(round) + " " + f + std::to_string(n));
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      clients[3].send_line("round " + std::to_string(round) + " " + f + "3");
+      for (std::size_t n = 0; n < 4; ++n) {
+        const std::string answer = clients[n].read_line(std::chrono::seconds(30)).value_or("no answer");
+        BOOST_TEST_REQUIRE(answer == "ok", method << " round " << round << " node " << n << ": " << answer);
+      }
+      const std::string bytes = read_file(f + "0");
+      for (std::size_t n = 1; n < 4; ++n)
+        BOOST_TEST((read_file(f + std::to_string(n)) == bytes), method << ": node " << n << " got other bytes");
+      std::vector<TensorMap> inputs;
+      for (std::size_t r = 0; r < 4; ++r) inputs.push_back(testing::make_gradients(seed, round, r, sizes));
+      TensorMap result;
+      std::size_t at = 0;
+      for (const auto& [name, t] : inputs[0]) {
+        std::vector<float> v(t.numel());
+        BOOST_TEST_REQUIRE(at + v.size() * 4 <= bytes.size());
+        std::memcpy(v.data(), bytes.data() + at, v.size() * 4);
+        at += v.size() * 4;
+        result.emplace(name, Tensor(std::move(v), t.shape()));
+      }
+      const testing::Comparison cmp =
+          testing::compare(result, testing::expected_average(CompressionMethod::parse(method), inputs, nullptr));
+      BOOST_TEST(cmp.ok(), method << " round " << round << ": " << cmp.bad << " bad; first: " << cmp.first_bad);
+    }
+    for (Process& c : clients) c.send_line("quit");
+  }
 }
