@@ -68,15 +68,7 @@ ClientRun run_clients(LocalRing& ring, const std::string& method, std::uint64_t 
 TensorMap round_result(const std::string& bytes, std::size_t round, const TensorMap& like) {
   std::size_t per_round = 0;
   for (const auto& [n, t] : like) per_round += t.numel() * sizeof(float);
-  TensorMap out;
-  std::size_t at = round * per_round;
-  for (const auto& [name, t] : like) {
-    std::vector<float> v(t.numel());
-    if (at + v.size() * 4 <= bytes.size() && !v.empty()) std::memcpy(v.data(), bytes.data() + at, v.size() * 4);
-    at += v.size() * 4;
-    out.emplace(name, Tensor(std::move(v), t.shape()));
-  }
-  return out;
+  return tensors_from_bytes(bytes, round * per_round, like);
 }
 
 // Every rank succeeded with identical bytes, equal to the reference.

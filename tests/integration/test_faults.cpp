@@ -272,15 +272,7 @@ BOOST_AUTO_TEST_CASE(restarted_daemon_rejoins_and_running_clients_carry_on) {
     const std::string bytes = read_file(ring.dir() + "/r" + std::to_string(r) + "-0");
     for (std::size_t n = 1; n < 3; ++n)
       BOOST_TEST(read_file(ring.dir() + "/r" + std::to_string(r) + "-" + std::to_string(n)) == bytes);
-    TensorMap result;
-    std::size_t at = 0;
-    for (const auto& [name, t] : inputs[0]) {
-      std::vector<float> v(t.numel());
-      BOOST_TEST_REQUIRE(at + v.size() * 4 <= bytes.size());
-      std::memcpy(v.data(), bytes.data() + at, v.size() * 4);
-      at += v.size() * 4;
-      result.emplace(name, Tensor(std::move(v), t.shape()));
-    }
+    const TensorMap result = testing::tensors_from_bytes(bytes, 0, inputs[0]);
     const auto cmp = testing::compare(result, testing::expected_average(CompressionMethod::none(), inputs, nullptr));
     BOOST_TEST(cmp.ok(), cmp.first_bad);
   };
@@ -330,15 +322,7 @@ BOOST_AUTO_TEST_CASE(a_late_rank_finds_what_the_others_sent_before_it_began) {
         BOOST_TEST((read_file(f + std::to_string(n)) == bytes), method << ": node " << n << " got other bytes");
       std::vector<TensorMap> inputs;
       for (std::size_t r = 0; r < 4; ++r) inputs.push_back(testing::make_gradients(seed, round, r, sizes));
-      TensorMap result;
-      std::size_t at = 0;
-      for (const auto& [name, t] : inputs[0]) {
-        std::vector<float> v(t.numel());
-        BOOST_TEST_REQUIRE(at + v.size() * 4 <= bytes.size());
-        std::memcpy(v.data(), bytes.data() + at, v.size() * 4);
-        at += v.size() * 4;
-        result.emplace(name, Tensor(std::move(v), t.shape()));
-      }
+      const TensorMap result = testing::tensors_from_bytes(bytes, 0, inputs[0]);
       const testing::Comparison cmp =
           testing::compare(result, testing::expected_average(CompressionMethod::parse(method), inputs, nullptr));
       BOOST_TEST(cmp.ok(), method << " round " << round << ": " << cmp.bad << " bad; first: " << cmp.first_bad);

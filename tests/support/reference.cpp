@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "codec/codec.hpp"  // random_indices only
@@ -114,6 +115,19 @@ std::vector<float> make_values(std::uint64_t seed, std::size_t n) {
     v[i] = static_cast<float>((2 * u - 1) * scale);
   }
   return v;
+}
+
+TensorMap tensors_from_bytes(const std::string& bytes, std::size_t offset, const TensorMap& like) {
+  TensorMap out;
+  std::size_t at = offset;
+  for (const auto& [name, t] : like) {
+    std::vector<float> v(t.numel(), std::numeric_limits<float>::quiet_NaN());
+    const std::size_t have = at < bytes.size() ? std::min(v.size(), (bytes.size() - at) / 4) : 0;
+    if (have != 0) std::memcpy(v.data(), bytes.data() + at, have * 4);
+    at += v.size() * 4;
+    out.emplace(name, Tensor(std::move(v), t.shape()));
+  }
+  return out;
 }
 
 TensorMap make_gradients(std::uint64_t seed, std::uint64_t round, std::size_t rank,

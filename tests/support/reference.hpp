@@ -22,6 +22,12 @@ std::vector<float> make_values(std::uint64_t seed, std::size_t n);
 TensorMap make_gradients(std::uint64_t seed, std::uint64_t round, std::size_t rank,
                          const std::vector<std::size_t>& sizes);
 
+// A result as the test clients write it (every tensor's floats, in name
+// order) read back from bytes starting at `offset`, shaped like `like`.
+// Values past the end of bytes are nan, so a short result never compares
+// equal to anything.
+TensorMap tensors_from_bytes(const std::string& bytes, std::size_t offset, const TensorMap& like);
+
 // The average over ranks of D(C_r(g_r)) as the ring defines it: dense sums
 // for none/fp16/bf16, one shared grid per block for quantization/signsgd,
 // every rank's own top-k / threshold selection. randomk is not covered (its
