@@ -18,9 +18,8 @@ class RingAllgather {
   // (a function of the size alone, so every node cuts it the same way).
   using Piece = std::function<std::size_t(std::size_t size)>;
 
-  RingAllgather(RingLink& link, Phase phase, const RingOptions& options, RingStats& stats,
-                const Arrived& arrived, Piece piece)
-      : link_(link), phase_(phase), options_(options), stats_(stats), arrived_(arrived),
+  RingAllgather(RingLink& link, Phase phase, RingStats& stats, const Arrived& arrived, Piece piece)
+      : link_(link), phase_(phase), stats_(stats), arrived_(arrived),
         piece_(std::move(piece)), nodes_(link.nodes()), self_(link.node()), size_(nodes_),
         chunk_(nodes_, 1), known_(nodes_, false), parts_(nodes_), received_(nodes_), out_(nodes_),
         still_(nodes_, 0) {}
@@ -129,7 +128,6 @@ class RingAllgather {
 
   RingLink& link_;
   Phase phase_;
-  const RingOptions& options_;
   RingStats& stats_;
   const Arrived& arrived_;
   Piece piece_;
@@ -153,7 +151,7 @@ std::vector<Bytes> ring_allgather(RingLink& link, Phase phase, Bytes mine,
                                   const RingOptions& options, RingStats& stats,
                                   const Arrived& arrived) {
   const std::size_t chunk = options.chunk_bytes;
-  RingAllgather gather(link, phase, options, stats, arrived, [chunk](std::size_t) { return chunk; });
+  RingAllgather gather(link, phase, stats, arrived, [chunk](std::size_t) { return chunk; });
   for (std::size_t n = 0; n < link.nodes(); ++n)
     gather.expect(n, sizes.empty() ? std::nullopt : std::optional<std::size_t>(sizes[n]));
   gather.start(std::move(mine));
@@ -171,12 +169,12 @@ WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSi
     const std::size_t eighth = (size / 8 + 4095) / 4096 * 4096;
     return std::min(most, std::max<std::size_t>(eighth, 64 * 1024));
   };
-  RingAllgather data(link, Phase::blobs, options, stats, data_arrived, piece);
+  RingAllgather data(link, Phase::blobs, stats, data_arrived, piece);
   // A summary, as it arrives, says what data to expect from its node.
   const Arrived announce = [&](std::size_t node, const Bytes& bytes) {
     data.expect(node, data_size(node, bytes).value_or(0));
   };
-  RingAllgather summaries(link, Phase::manifest, options, stats, announce,
+  RingAllgather summaries(link, Phase::manifest, stats, announce,
                           [](std::size_t size) { return size; });
   for (std::size_t n = 0; n < link.nodes(); ++n) summaries.expect(n, std::nullopt);
   bool started = false;
