@@ -180,8 +180,11 @@ std::size_t collect(const float* x, std::size_t begin, std::size_t end, std::uin
 // them alone, their values with them. False when the sample misled (fewer
 // than k reached the bound, or far more): the radix path then decides.
 // Either way the result is the same set: the k largest keys, ties to the
-// lower index.
-constexpr std::size_t kSample = 1 << 14;
+// lower index. The sample is one key in 512, from 1024 to 16384 keys: a
+// tensor of a few hundred thousand values (a model has many) pays for a
+// sample of its own size, not of the largest.
+constexpr std::size_t kMinSample = 1 << 10;
+constexpr std::size_t kMaxSample = 1 << 14;
 
 // Grows v to at least n elements (never shrinks it, so a buffer reused
 // across calls is zero-filled and faulted in only once) and returns it.
@@ -192,19 +195,20 @@ std::uint32_t* room(std::vector<std::uint32_t>& v, std::size_t n) {
 
 bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<std::uint32_t>& kept,
                       std::vector<float>& values) {
-  const std::size_t stride = n / kSample;
+  const std::size_t samples = std::clamp<std::size_t>(n / 512, kMinSample, kMaxSample);
+  const std::size_t stride = n / samples;
   const double share = static_cast<double>(k) / static_cast<double>(n);
-  const double expect = static_cast<double>(kSample) * share;
+  const double expect = static_cast<double>(samples) * share;
   // 1.15 k expected above the bound, plus four standard deviations of the
   // sample count.
   const auto rank = static_cast<std::size_t>(1.15 * expect + 4.0 * std::sqrt(expect) + 8.0);
-  if (stride < 2 || rank >= kSample / 4) return false;
+  if (stride < 2 || rank >= samples / 4) return false;
   // Scratch kept by the thread: a daemon compresses tensors of the same
   // sizes op after op.
   thread_local std::vector<std::uint32_t> sample_keys, found_at, found_bits, keys;
-  std::uint32_t* sample = room(sample_keys, kSample);
-  for (std::size_t j = 0; j < kSample; ++j) sample[j] = magnitude_key(x[j * stride]);
-  std::nth_element(sample, sample + rank, sample + kSample, std::greater<>());
+  std::uint32_t* sample = room(sample_keys, samples);
+  for (std::size_t j = 0; j < samples; ++j) sample[j] = magnitude_key(x[j * stride]);
+  std::nth_element(sample, sample + rank, sample + samples, std::greater<>());
   const std::uint32_t bound = sample[rank];
 
   // A block at a time, with room for all of it.

@@ -62,7 +62,8 @@ BOOST_AUTO_TEST_CASE(keeps_the_k_largest_of_random_data) {
   }
 }
 
-// From n = 32768 on, a sample of the keys picks the candidates
+// From n = 2048 on, a sample of the keys (one in 512, 1024 to 16384 of them)
+// picks the candidates
 // (select_by_sample); ties, nan and inputs built to mislead the sample
 // (which fall back to the radix path) must give the same result.
 BOOST_AUTO_TEST_CASE(large_inputs_through_the_sample_give_the_same_set) {
@@ -79,9 +80,10 @@ BOOST_AUTO_TEST_CASE(large_inputs_through_the_sample_give_the_same_set) {
   for (float& v : x) v = static_cast<float>(static_cast<int>(rng() % 9) - 4);
   for (std::size_t k : {std::size_t{1}, std::size_t{500}, n / 100, n / 9})
     check_against_reference(x, CompressionMethod::topk(k));
-  // The sampled positions (every n / 16384-th) hold the largest values and
-  // nothing else is near them: the sample's bound is too high.
-  const std::size_t stride = n / 16384;
+  // The sampled positions (every n / samples-th) hold the largest values
+  // and nothing else is near them: the sample's bound is too high.
+  const std::size_t samples = std::clamp<std::size_t>(n / 512, 1024, 16384);
+  const std::size_t stride = n / samples;
   for (std::size_t i = 0; i < n; ++i) x[i] = i % stride == 0 ? 100.0f + static_cast<float>(i % 7) : 1e-3f * static_cast<float>(i % 13);
   for (std::size_t k : {std::size_t{100}, n / 100, n / 10})
     check_against_reference(x, CompressionMethod::topk(k));
