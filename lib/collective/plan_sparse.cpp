@@ -85,33 +85,49 @@ class SparsePlan final : public MethodPlan {
   // out = the average of the views (sum in rank order, then / world size),
   // n values, a block at a time that stays in cache: zero it, add each
   // view's entries that fall in it (rank order), divide it into out. out is
-  // written in one pass and never read (a large op accumulates in a scratch
-  // block and streams the averages out). The same bits as zeroing all of
-  // out, accumulating view after view and dividing.
+  // written in one pass and never read. A large op accumulates in a scratch
+  // block and streams the averages out; the scratch stays zero between
+  // blocks (only the entries a block touched are reset), so it is not
+  // cleared 16384 values at a time. The same bits as zeroing all of out,
+  // accumulating view after view and dividing.
   void average(const std::vector<const CompressedGradient*>& views, std::size_t n, float* out) {
     constexpr std::size_t kBlock = 16384;  // 64 KiB of floats
     const bool stream = in_.elements() >= kStreamElems;
-    float* scratch = stream ? sized(block_, kBlock) : nullptr;
-    std::vector<std::size_t> at(views.size(), 0);
+    float* scratch = stream ? sized(block_, kBlock) : nullptr;  // all zero
+    std::vector<std::size_t> at(views.size(), 0), from(views.size(), 0);
     for (std::size_t begin = 0; begin < n; begin += kBlock) {
-      const std::size_t end = std::min(n, begin + kBlock);
-      float* acc = (stream ? scratch : out + begin) - begin;  // acc[i] for i in [begin, end)
-      std::fill(acc + begin, acc + end, 0.0f);
+      const std::size_t len = std::min(kBlock, n - begin);
+      float* acc = stream ? scratch : out + begin;  // acc[i - begin] for i in [begin, begin + len)
+      if (!stream) std::fill(acc, acc + len, 0.0f);
+      bool dense = false;
       for (std::size_t r = 0; r < views.size(); ++r) {
         const CompressedGradient& g = *views[r];
+        from[r] = at[r];
         if (g.indices.empty()) {  // dense (or empty) view
-          for (std::size_t i = begin; i < std::min(end, g.values.size()); ++i) acc[i] += g.values[i];
+          for (std::size_t i = begin; i < std::min(begin + len, g.values.size()); ++i) {
+            acc[i - begin] += g.values[i];
+            dense = true;
+          }
           continue;
         }
         std::size_t j = at[r];
-        for (; j < g.indices.size() && g.indices[j] < end; ++j) acc[g.indices[j]] += g.values[j];
+        for (; j < g.indices.size() && g.indices[j] < begin + len; ++j) acc[g.indices[j] - begin] += g.values[j];
         at[r] = j;
       }
-      if (stream)
-        average_from_wire_streamed(reinterpret_cast<const std::uint8_t*>(scratch), out + begin,
-                                   end - begin, in_.op.world_size);
-      else
-        divide(out + begin, end - begin, in_.op.world_size);
+      if (!stream) {
+        divide(out + begin, len, in_.op.world_size);
+        continue;
+      }
+      average_from_wire_streamed(reinterpret_cast<const std::uint8_t*>(scratch), out + begin, len,
+                                 in_.op.world_size);
+      if (dense) {
+        std::fill(scratch, scratch + len, 0.0f);
+        continue;
+      }
+      for (std::size_t r = 0; r < views.size(); ++r) {
+        const CompressedGradient& g = *views[r];
+        for (std::size_t j = from[r]; j < at[r]; ++j) scratch[g.indices[j] - begin] = 0.0f;
+      }
     }
   }
 

@@ -176,6 +176,30 @@ BOOST_DATA_TEST_CASE(every_method_matches_the_reference,
   }
 }
 
+// Ops of 2^20 values or more take the large-op paths: compression on the
+// helper thread while the ring thread forwards, top-k payloads in pieces,
+// results written with streaming stores (dense ring, sparse average, affine
+// averages). Two tensors, one of them large, so the paths meet tensor
+// boundaries; the same bits everywhere and the reference average.
+BOOST_AUTO_TEST_CASE(large_ops_match_the_reference) {
+  const std::vector<std::size_t> sizes = {1100003, 4099};
+  for (const char* text : {"none", "fp16", "quant:4", "ef:sign", "topk:1%", "ef:threshold:2.5"}) {
+    const CompressionMethod method = CompressionMethod::parse(text);
+    InprocRing ring(3);
+    std::vector<std::vector<codec::ErrorFeedback>> residuals(3, std::vector<codec::ErrorFeedback>(1));
+    std::vector<std::map<std::string, std::vector<float>>> ref_residuals(3);
+    for (std::uint64_t op = 0; op < 2; ++op) {
+      RingRun run;
+      const auto inputs = make_inputs(3, op, sizes);
+      run_op(ring, 1, method, inputs, op, residuals, run);
+      check_same_bits(run);
+      const testing::Comparison cmp = testing::compare(
+          unfuse(run.outputs[0], inputs[0]), testing::expected_average(method, inputs, &ref_residuals));
+      BOOST_TEST(cmp.ok(), text << " op " << op << ": " << cmp.bad << " bad; first: " << cmp.first_bad);
+    }
+  }
+}
+
 // A failed op leaves every residual as it was: a node that cannot take
 // part (op 1), and a ring that breaks after the summaries were exchanged
 // (op 2: no message of the data phases arrives). Op 3 then gets
