@@ -235,18 +235,24 @@ bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<
   std::size_t ties = k;  // becomes how many equal to the threshold are kept: the first ones
   const auto top = static_cast<std::uint32_t>(find_bucket(hist, 2048, ties));
   const std::uint32_t threshold = exact_key(order, count, top, ties);
-  kept.resize(k);
-  values.resize(k);
+  // Branch-free (whether a candidate is kept is a coin toss): each one is
+  // written at j, and j moves on only past those kept; one slot of room
+  // past k takes the last write.
+  kept.resize(k + 1);
+  values.resize(k + 1);
+  std::uint32_t* kept_at = kept.data();
+  float* value_at = values.data();
   std::size_t j = 0;
   for (std::size_t c = 0; c < count; ++c) {
     const std::uint32_t key = bits[c] & 0x7fffffffu;
-    const bool tie = key == threshold && ties > 0;
-    if (key > threshold || tie) {
-      kept[j] = found[c];
-      values[j++] = std::bit_cast<float>(bits[c]);
-    }
-    if (tie) --ties;
+    const std::size_t tie = (key == threshold) & (ties > 0);
+    kept_at[j] = found[c];
+    value_at[j] = std::bit_cast<float>(bits[c]);
+    j += static_cast<std::size_t>(key > threshold) | tie;
+    ties -= tie;
   }
+  kept.resize(k);
+  values.resize(k);
   return true;
 }
 
