@@ -58,13 +58,18 @@ void correct_inputs(PlanInputs& in) {
 }
 
 // The most data bytes a node can need for its manifest: every element of
-// every local rank kept, 4 bytes of value and 5 of index each, plus counts.
+// every local rank kept, 4 bytes of value and 5 of index each, plus counts;
+// and never more than 64 GiB, so that what a node announces cannot make
+// the others set up more than a million pieces for it. (Each node bounds
+// another's data by that node's own manifest, so all decide alike even
+// when the manifests differ.)
+constexpr long double kMostData = 68719476736.0L;  // 64 GiB
 std::uint64_t max_data_bytes(const NodeSummary& summary, std::size_t local_ranks) {
   long double per_rank = 0;
   for (const TensorSpec& t : summary.manifest.tensors)
     per_rank += 9.0L * static_cast<long double>(t.numel) + 16.0L;
   const long double most = static_cast<long double>(local_ranks) * (per_rank + 16.0L) + 64.0L;
-  return most >= 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(most);
+  return static_cast<std::uint64_t>(std::min(most, kMostData));
 }
 
 // Every node's summary and the data behind it (MethodPlan::data). Each
