@@ -146,19 +146,6 @@ class RingAllgather {
 
 }  // namespace
 
-std::vector<Bytes> ring_allgather(RingLink& link, Phase phase, Bytes mine,
-                                  const std::vector<std::size_t>& sizes,
-                                  const RingOptions& options, RingStats& stats,
-                                  const Arrived& arrived) {
-  const std::size_t chunk = options.chunk_bytes;
-  RingAllgather gather(link, phase, stats, arrived, [chunk](std::size_t) { return chunk; });
-  for (std::size_t n = 0; n < link.nodes(); ++n)
-    gather.expect(n, sizes.empty() ? std::nullopt : std::optional<std::size_t>(sizes[n]));
-  gather.start(std::move(mine));
-  while (!gather.done()) gather.accept(link.recv(Clock::now() + options.timeout));
-  return gather.take();
-}
-
 WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSize& data_size,
                                   const RingOptions& options, RingStats& stats,
                                   const Arrived& data_arrived) {

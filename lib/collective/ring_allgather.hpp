@@ -17,20 +17,6 @@ namespace zring::collective {
 // on the wire, so the caller can work on it meanwhile. It must not throw.
 using Arrived = std::function<void(std::size_t node, const Bytes& bytes)>;
 
-// Each node contributes `mine`; returns the contributions of all nodes,
-// indexed by node (this node's own is `mine` itself). Node r's bytes travel
-// P - 1 hops, cut into chunks of options.chunk_bytes that are forwarded
-// without copies as they arrive.
-//
-// sizes: the byte size of every node's contribution when known in advance
-// (and validated: a chunk that does not fit it is dropped; a size of 0 is
-// no message at all); when empty, each contribution must be a single
-// message (no larger than the link accepts).
-std::vector<Bytes> ring_allgather(RingLink& link, Phase phase, Bytes mine,
-                                  const std::vector<std::size_t>& sizes,
-                                  const RingOptions& options, RingStats& stats,
-                                  const Arrived& arrived = {});
-
 // Two all-gathers in one pass round the ring: every node's summary (a
 // single message, Phase::manifest) and, right behind it, the data its
 // summary announces (Phase::blobs). A node sends its data without waiting
