@@ -3,6 +3,8 @@
 // bytes, so google-benchmark's bytes_per_second is GB/s of gradient.
 //
 // compress: x -> CompressedGradient (payload and view), allocation included.
+//           compress_sparse/ is the same on a gradient of the same size with
+//           99% exact zeros (an averaged sparse gradient, an embedding's).
 // decode:   payload -> view (values), into a gradient whose buffers are
 //           reused across iterations, as a receiver's would be.
 #include <algorithm>
@@ -37,6 +39,20 @@ const std::vector<float>& gradient() {
   return x;
 }
 
+// The same size, 99% exact zeros: the 1% nonzero at random positions, with
+// normal values at the same scale.
+const std::vector<float>& sparse_gradient() {
+  static const std::vector<float> x = [] {
+    std::vector<float> v(kElems, 0.0f);
+    std::mt19937 rng(54321);
+    std::normal_distribution<float> normal(0.0f, 1e-3f);
+    std::uniform_int_distribution<std::size_t> at(0, kElems - 1);
+    for (std::size_t j = 0; j < kElems / 100; ++j) v[at(rng)] = normal(rng);
+    return v;
+  }();
+  return x;
+}
+
 // The |x| above which about 1% of the gradient lies.
 float one_percent_threshold() {
   std::vector<float> mag(gradient().size());
@@ -53,8 +69,8 @@ void set_counters(benchmark::State& state, double compression_ratio) {
   state.counters["ratio"] = compression_ratio;
 }
 
-void bm_compress(benchmark::State& state, const CompressionMethod& method) {
-  const std::vector<float>& x = gradient();
+void bm_compress(benchmark::State& state, const CompressionMethod& method, bool sparse) {
+  const std::vector<float>& x = sparse ? sparse_gradient() : gradient();
   const auto codec = codec::make_codec(method.base());
   codec::ErrorFeedback feedback;
   codec::CodecContext ctx;
@@ -103,8 +119,13 @@ int main(int argc, char** argv) {
       CompressionMethod::parse("ef:topk:1%"),
   };
   for (const CompressionMethod& m : methods) {
-    benchmark::RegisterBenchmark(("compress/" + m.to_string()).c_str(), bm_compress, m)
+    benchmark::RegisterBenchmark(("compress/" + m.to_string()).c_str(), bm_compress, m, false)
         ->Unit(benchmark::kMillisecond);
+    if (m.base().kind() == zring::CompressionKind::topk) {
+      benchmark::RegisterBenchmark(("compress_sparse/" + m.to_string()).c_str(), bm_compress, m,
+                                   true)
+          ->Unit(benchmark::kMillisecond);
+    }
     if (!m.has_error_feedback()) {
       benchmark::RegisterBenchmark(("decode/" + m.to_string()).c_str(), bm_decode, m)
           ->Unit(benchmark::kMillisecond);

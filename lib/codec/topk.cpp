@@ -9,7 +9,10 @@
 // levels over the candidates alone pin the exact k-th key. No sort. For
 // large n and small k a sample of the keys usually finds a bound first that
 // leaves only about 1.2 k candidates for one pass to collect
-// (select_by_sample).
+// (select_by_sample). A mostly-zero tensor (an averaged sparse gradient, an
+// embedding's) has a sample bound of 0: the pass then collects the nonzero
+// keys only, and if there are no more than k of them, they are kept with
+// the first zeros (keep_with_zeros) - no radix pass over the zeros.
 //
 // Ties: among equal magnitudes the lower index wins, so the result depends
 // only on the values, never on the algorithm's visiting order.
@@ -193,6 +196,32 @@ std::uint32_t* room(std::vector<std::uint32_t>& v, std::size_t n) {
   return v.data();
 }
 
+// The k-th largest key is 0 when no more than k keys are nonzero: all
+// `count` nonzero ones (found, in index order, with their bit patterns) are
+// kept, and of the zeros (+0 and -0 alike) the first k - count in index
+// order, as the radix path keeps ties. Those lie in the first k indices
+// plus the nonzero ones among them.
+void keep_with_zeros(const float* x, const std::uint32_t* found, const std::uint32_t* bits,
+                     std::size_t count, std::size_t k, std::vector<std::uint32_t>& kept,
+                     std::vector<float>& values) {
+  kept.resize(k);
+  values.resize(k);
+  std::size_t zeros = k - count, c = 0, j = 0;
+  for (std::uint32_t i = 0; zeros > 0; ++i, ++j) {  // i < n: n - count >= k - count zeros exist
+    kept[j] = i;
+    values[j] = x[i];
+    if (c < count && found[c] == i) {
+      ++c;
+    } else {
+      --zeros;
+    }
+  }
+  for (; c < count; ++c, ++j) {
+    kept[j] = found[c];
+    values[j] = std::bit_cast<float>(bits[c]);
+  }
+}
+
 bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<std::uint32_t>& kept,
                       std::vector<float>& values) {
   const std::size_t samples = std::clamp<std::size_t>(n / 512, kMinSample, kMaxSample);
@@ -209,7 +238,9 @@ bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<
   std::uint32_t* sample = room(sample_keys, samples);
   for (std::size_t j = 0; j < samples; ++j) sample[j] = magnitude_key(x[j * stride]);
   std::nth_element(sample, sample + rank, sample + samples, std::greater<>());
-  const std::uint32_t bound = sample[rank];
+  // A bound of 0 (most of the sample is exact zeros) would collect every
+  // key; 1 collects the nonzero ones, about as many as the sample saw.
+  const std::uint32_t bound = std::max<std::uint32_t>(sample[rank], 1);
 
   // A block at a time, with room for all of it.
   const std::size_t reach = (rank + 1) * stride;  // about how many keys reach the bound
@@ -222,7 +253,12 @@ bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<
     if (count > cap) return false;
     count += collect(x, begin, std::min(n, begin + kBlock), bound, found + count, bits + count);
   }
-  if (count < k || count > cap) return false;
+  if (count > cap) return false;
+  if (bound == 1 && count <= k) {  // every nonzero key is in, and the rest are zeros
+    keep_with_zeros(x, found, bits, count, k, kept, values);
+    return true;
+  }
+  if (count < k) return false;
 
   // The exact k-th key among the candidates: three radix levels, as
   // select_largest does over all keys.
