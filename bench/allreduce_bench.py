@@ -32,6 +32,13 @@ from zbench import network, plan, procs, report, runners, stats, svg  # noqa: E4
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# zring's client paths (--zring-api), as the report describes them.
+API_TEXT = {
+    "shared": "shared: all_reduce_in_place of SharedTensors (no copy)",
+    "inplace": "inplace: all_reduce_in_place of a TensorMap",
+    "copy": "copy: all_reduce of a TensorMap (the original API, a new map per op)",
+}
+
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -58,10 +65,12 @@ def parse_args(argv):
     p.add_argument("--fusion", action="store_true",
                    help="tensor fusion: ResNet-50's 161 parameter tensors (25,557,032 floats) "
                         "against one tensor of the same size, per method")
-    p.add_argument("--zring-api", choices=("shared", "tensors"), default="shared",
-                   help="what zring's clients reduce: SharedTensors, which zringd reads and "
-                        "writes in place (default), or a TensorMap, copied into the shared "
-                        "buffer and back")
+    p.add_argument("--zring-api", default="shared,inplace,copy",
+                   help="comma-separated client paths, each measured per method: 'shared' "
+                        "(SharedTensors, which zringd reads and writes where they are), "
+                        "'inplace' (all_reduce_in_place of a TensorMap), 'copy' (the "
+                        "original all_reduce of a TensorMap, a new map per op); default all "
+                        "three")
     p.add_argument("--build-dir", default=os.environ.get("BUILD_DIR",
                                                          os.path.join(ROOT, "build-bench")))
     p.add_argument("--out", help="results directory (default results/<time>-<mode>)")
@@ -76,6 +85,11 @@ def parse_args(argv):
                   plan.SCALING_SIZES if args.scaling else
                   plan.QUICK_SIZES if args.quick else plan.DEFAULT_SIZES)
     args.methods = plan.parse_methods(args.methods)
+    args.zring_apis = [("inplace" if a.strip() == "tensors" else a.strip())
+                       for a in args.zring_api.split(",") if a.strip()]
+    bad = [a for a in args.zring_apis if a not in API_TEXT]
+    if bad or not args.zring_apis:
+        p.error(f"--zring-api: unknown {', '.join(bad) or '(none)'} ({', '.join(API_TEXT)})")
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     unknown = set(args.impls) - {"zring", "gloo", "mpi"}
     if unknown:
@@ -155,8 +169,7 @@ class Bench:
         d = self.meta["describe"]
         d["date"] = self.meta["date"]
         d["zring"] = git_describe() + (f"; {a.label}" if a.label else "")
-        d["zring clients"] = ("all_reduce_in_place of SharedTensors (no copy)" if a.zring_api == "shared"
-                              else "all_reduce_in_place of a TensorMap (a copy each way)")
+        d["zring clients"] = "; ".join(API_TEXT[api] for api in a.zring_apis)
         d["machine"] = f"{os.cpu_count()} CPUs ({cpu_model()}), Linux {platform.release()}"
         d["network"] = net.describe()
         d["ranks"] = (", ".join(map(str, a.rank_counts)) +
@@ -201,16 +214,17 @@ class Bench:
                 self.measure(series, "mpi", "none", lambda: runners.run_mpi(series))
             if "zring" in a.impls:
                 largest = max(a.sizes)
-                with runners.ZringRing(series, largest, a.chunk_bytes, a.zring_api) as ring:
+                with runners.ZringRing(series, largest, a.chunk_bytes) as ring:
                     for m in a.methods:
-                        for layout in (("flat", "resnet50") if a.fusion else ("flat",)):
-                            why = ring.ensure_up()
-                            if why:
-                                self.log(f"zringd restarted before {m}: {why}")
-                            safe = m.replace(":", "-").replace("%", "pct")
-                            label = m if layout == "flat" else m + report.FUSION_SUFFIX
-                            self.measure(series, "zring", label,
-                                         lambda: ring.run_method(m, f"zring-{safe}-{layout}", layout))
+                        for api in a.zring_apis:
+                            for layout in (("flat", "resnet50") if a.fusion else ("flat",)):
+                                why = ring.ensure_up()
+                                if why:
+                                    self.log(f"zringd restarted before {m}: {why}")
+                                safe = m.replace(":", "-").replace("%", "pct")
+                                label = report.zring_label(m, api, layout != "flat")
+                                self.measure(series, "zring", label, lambda: ring.run_method(
+                                    m, f"zring-{safe}-{api}-{layout}", layout, api))
         finally:
             net.close()
         self.derive()

@@ -178,7 +178,8 @@ void IpcServer::handle(std::vector<zmq::message_t>& frames) {
   switch (header.kind) {
     case wire::IpcKind::hello: on_hello(client, header); return;
     case wire::IpcKind::submit:
-    case wire::IpcKind::submit_shared: on_submit(client, header, std::move(values)); return;
+    case wire::IpcKind::submit_shared:
+    case wire::IpcKind::submit_staged: on_submit(client, header, std::move(values)); return;
     case wire::IpcKind::attach: on_attach(client, header); return;
     case wire::IpcKind::status: on_status(client, header); return;
     default:
@@ -230,7 +231,7 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
                           std::optional<zmq::message_t> values) {
   const std::size_t l = header.local_rank;
   if (!check_owner(client, header)) return;
-  Request r{client, header.request, l, header.manifest, {}, {}, nullptr, Clock::now()};
+  Request r{client, header.request, l, header.manifest, {}, {}, nullptr, false, Clock::now()};
   try {
     r.method = CompressionMethod::parse(header.manifest.method);
   } catch (const Error& e) {
@@ -238,7 +239,8 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
     return;
   }
   const std::uint64_t bytes = header.manifest.elements() * sizeof(float);
-  const bool shared = header.kind == wire::IpcKind::submit_shared;
+  r.staged = header.kind == wire::IpcKind::submit_staged;
+  const bool shared = header.kind == wire::IpcKind::submit_shared || r.staged;
   if (shared) r.region = regions_[l];
   const std::uint64_t room = shared ? (r.region ? r.region->size() : 0) : (values ? values->size() : 0);
   if (shared ? room < bytes : room != bytes) {
@@ -333,7 +335,14 @@ void IpcServer::assemble() {
       if (!diff.empty()) job.failure = Failure{ErrorCode::manifest_mismatch, "manifest mismatch: " + diff};
     }
     if (!job.failure) {
-      for (const Request& r : requests) job.values.push_back(r.values);
+      for (const Request& r : requests) {
+        job.values.push_back(r.values);
+        if (!r.staged) continue;
+        job.staged.resize(requests.size());
+        job.staged_who.resize(requests.size());
+        job.staged[r.local_rank] = r.region;
+        job.staged_who[r.local_rank] = rank_name(r.local_rank);
+      }
       if (requests[0].region) {
         job.output = reinterpret_cast<float*>(requests[0].region->data());
         job.output_owner = requests[0].region;

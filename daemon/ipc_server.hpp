@@ -132,6 +132,7 @@ class IpcServer {
     CompressionMethod method;
     collective::Bytes values;
     std::shared_ptr<transport::SharedRegion> region;  // answer there (submit_shared)
+    bool staged = false;  // submit_staged: the values arrive in region while the op runs
     Clock::time_point at;
   };
 

@@ -7,6 +7,7 @@
 #include "codec/error_feedback.hpp"
 #include "collective/allreduce_op.hpp"
 #include "log.hpp"
+#include "transport/staging_board.hpp"
 #include "transport/zmq_ring.hpp"
 
 namespace zring::daemon {
@@ -226,6 +227,14 @@ void RingWorker::execute(OpJob& job) {
     input.ranks.clear();
     input.error = job.failure->text;
     input.error_code = static_cast<int>(job.failure->code);
+  }
+  // Values still being copied in: the op waits for them as it needs them.
+  std::optional<transport::RegionStaging> staging;
+  if (!job.failure && !job.staged.empty()) {
+    staging.emplace(job.staged, job.staged_who,
+                    collective::StagingOrder(elements, config_.nodes.size(), config_.self_index),
+                    config_.timeout);
+    input.staging = &*staging;
   }
   try {
     done.op = r.ring.begin_op();

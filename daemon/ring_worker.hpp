@@ -27,6 +27,7 @@
 
 #include "collective/link.hpp"
 #include "collective/manifest.hpp"
+#include "transport/shared_region.hpp"
 
 namespace zring::daemon {
 
@@ -48,6 +49,11 @@ struct OpJob {
   // shared buffer: that buffer itself, so no copy is needed to return them.
   float* output = nullptr;
   std::shared_ptr<void> output_owner;
+  // Per local rank whose values are still being copied in (submit_staged):
+  // its shared buffer (with the progress board), else nullptr; empty when
+  // no rank staged. staged_who names the ranks in errors.
+  std::vector<std::shared_ptr<transport::SharedRegion>> staged;
+  std::vector<std::string> staged_who;
   std::optional<Failure> failure;          // the node cannot take part in this op
   std::optional<std::size_t> reset_rank;   // a reset job, not an op
 };

@@ -2,15 +2,16 @@
 //
 //   zring_allreduce_client --endpoint ipc://... --method quant:8 --rank R
 //       [--local-rank L] --plan BYTES:WARMUP:ITERS,... --out FILE
-//       [--timeout-ms T] [--api shared|tensors] [--layout flat|resnet50]
+//       [--timeout-ms T] [--api shared|inplace|copy] [--layout flat|resnet50]
 //
 // Connects to its node's daemon exactly as a training process would
 // (CompressedAllReduce::connect) and times each all_reduce_in_place of one
 // tensor, as a training loop would call it. With --api shared (the
 // default) the tensor is SharedTensors: zringd reads it where it is and
-// writes the averages back over it. With --api tensors it is a TensorMap:
-// the time includes its copy into the shared buffer (or the IPC message)
-// and the averages copied back. Like the peers' inputs, the tensor is
+// writes the averages back over it. With --api inplace it is a TensorMap
+// reduced by all_reduce_in_place: the time includes handing its values to
+// zringd and the averages written back. With --api copy it is the original
+// API, `tensors = all_reduce(tensors)`: the time includes the new map. Like the peers' inputs, the tensor is
 // restored before each op, outside the timed region. The wire bytes of an
 // op are the growth of traffic().wire_bytes: what this rank's node sent on
 // the ring. A size whose ops fail is reported on stderr ("error at BYTES
@@ -76,12 +77,14 @@ std::size_t numel(const std::vector<std::size_t>& shape) {
 
 // The values live in SharedTensors (--api shared, the default): zringd
 // reads them and writes the averages back where they are, with no copy on
-// either side. --api tensors times all_reduce_in_place of a TensorMap
-// instead: one copy into the shared buffer and one back. Before each op
+// either side. --api inplace times all_reduce_in_place of a TensorMap
+// instead, --api copy all_reduce of one (a new map each op). Before each op
 // every rank restores its input and waits at a barrier (a one-float
 // all_reduce), both untimed: ops start together, as the peers' do.
-void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient, bool shared,
-              const zring::TensorShapes& shapes, const zb::SizeStep& step, zb::TimingsFile& out) {
+void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient,
+              const std::string& api, const zring::TensorShapes& shapes, const zb::SizeStep& step,
+              zb::TimingsFile& out) {
+  const bool shared = api == "shared";
   const std::size_t n = step.elements();
   std::size_t total = 0;
   for (const auto& [name, shape] : shapes) total += numel(shape);
@@ -110,7 +113,8 @@ void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient
   const zring::TensorMap one{{"barrier", zring::Tensor(std::vector<float>{1.0f})}};
   auto reduce = [&] {
     if (shared) ar.all_reduce_in_place(tensors);
-    else ar.all_reduce_in_place(work);
+    else if (api == "inplace") ar.all_reduce_in_place(work);
+    else work = ar.all_reduce(work);  // copy: the original API, a new map each op
   };
   std::vector<float> fused(shared ? 0 : n);
   auto result = [&]() -> const float* {
@@ -145,8 +149,10 @@ int main(int argc, char** argv) {
     const std::string layout = args.get("layout", "flat");
     if (layout != "flat" && layout != "resnet50")
       throw std::runtime_error("--layout is flat or resnet50, not " + layout);
-    const std::string api = args.get("api", "shared");
-    if (api != "shared" && api != "tensors") throw std::runtime_error("--api is shared or tensors, not " + api);
+    std::string api = args.get("api", "shared");
+    if (api == "tensors") api = "inplace";  // the name of earlier runs
+    if (api != "shared" && api != "inplace" && api != "copy")
+      throw std::runtime_error("--api is shared, inplace or copy, not " + api);
     zring::ConnectOptions options;
     options.local_rank = static_cast<std::size_t>(args.get_int("local-rank", 0));
     options.timeout = std::chrono::milliseconds(args.get_int("timeout-ms", 120000));
@@ -163,7 +169,7 @@ int main(int argc, char** argv) {
       try {
         const zring::TensorShapes shapes =
             layout == "flat" ? zring::TensorShapes{{"grad", {step.elements()}}} : resnet50();
-        run_step(ar, gradient, api == "shared", shapes, step, out);
+        run_step(ar, gradient, api, shapes, step, out);
       } catch (const zring::Error& e) {
         // Every rank gets the same error (zring's contract): all move on to
         // the next size together, and the driver reports this one as failed.

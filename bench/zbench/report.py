@@ -18,6 +18,12 @@ FIELDS = ["mode", "nodes", "local_ranks", "ranks", "impl", "method", "bytes", "i
 FUSION_SUFFIX = " (161 tensors)"
 
 
+def zring_label(method, api, fused):
+    """A zring series: the method, then the client path unless it is
+    SharedTensors ("none [inplace]"), then the fusion suffix."""
+    return method + ("" if api == "shared" else f" [{api}]") + (FUSION_SUFFIX if fused else "")
+
+
 def label(row):
     return row["method"] if row["impl"] == "zring" else row["impl"]
 

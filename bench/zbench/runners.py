@@ -93,9 +93,8 @@ class Series:
 class ZringRing:
     """One zringd per node, from a ring config written into the work dir."""
 
-    def __init__(self, series, largest_bytes, chunk_bytes=None, api="shared"):
+    def __init__(self, series, largest_bytes, chunk_bytes=None):
         self.s = series
-        self.api = api
         self.dir = series.out_dir("zringd")
         # Unix socket paths must stay short (< 100 bytes): sockets go to /tmp.
         self.sock_dir = tempfile.mkdtemp(prefix="zrbench-ipc-")
@@ -176,7 +175,7 @@ class ZringRing:
                                        f"{daemon.name} says:\n{daemon.log_tail()}")
                 time.sleep(0.1)
 
-    def run_method(self, method, name, layout="flat"):
+    def run_method(self, method, name, layout="flat", api="shared"):
         """All ranks run the plan with `method`; returns the timings directory.
         Raises Failed when a client fails or a daemon dies meanwhile."""
         out = self.s.out_dir(name)
@@ -188,7 +187,7 @@ class ZringRing:
                     self.s.bins.zring_client, "--endpoint", self.ipc(node), "--method", method,
                     "--rank", str(r), "--local-rank", str(r % self.s.local_ranks),
                     "--plan", self.s.plan, "--out", os.path.join(out, f"rank-{r}.csv"),
-                    "--api", self.api, "--layout", layout])
+                    "--api", api, "--layout", layout])
                 clients.spawn(f"zring client rank {r}", argv, os.path.join(out, f"rank-{r}.log"))
             clients.wait(self.s.timeout, also_alive=self.group.children)
         except procs.Failed as e:

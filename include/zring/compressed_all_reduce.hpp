@@ -61,6 +61,17 @@ class CompressedAllReduce {
   // it throws, `gradients` is unchanged.
   void all_reduce_in_place(TensorMap& gradients);
 
+  // The same op for tensors in the caller's own memory, the averages written
+  // over their values: the same bits as all_reduce of a TensorMap with these
+  // names, shapes and values. Names must be distinct and every data non-null
+  // (or the shape empty of values): invalid_argument otherwise, naming the
+  // tensor. Connected, the values are staged through the shared buffer
+  // chunk by chunk while the ring already runs, and the averages copied
+  // back as they become final. When it throws, the values are unchanged,
+  // except after an op that failed half-way (then partly averaged, as for
+  // SharedTensors).
+  void all_reduce_in_place(const TensorViews& tensors);
+
   // Tensors for all_reduce_in_place(SharedTensors&), zero-filled. Connected,
   // they live in a buffer this process shares with its zringd; the most
   // recently made SharedTensors of an object keeps that buffer until an

@@ -42,6 +42,18 @@ class Tensor {
 // Named tensors, ordered by name: the order in which zring fuses them.
 using TensorMap = std::map<std::string, Tensor>;
 
+// A tensor in memory the caller owns (a framework's buffer, a numpy array,
+// a torch tensor): its name, its shape and where its shape_numel(shape)
+// float32 values are (row-major, contiguous). zring never keeps the pointer
+// beyond the call it is given to.
+struct TensorView {
+  std::string name;
+  std::vector<std::size_t> shape;
+  float* data = nullptr;
+};
+// Views in any order: zring fuses them in name order, as a TensorMap.
+using TensorViews = std::vector<TensorView>;
+
 // Product of the extents of a shape (1 for a scalar's empty shape).
 std::size_t shape_numel(const std::vector<std::size_t>& shape);
 

@@ -40,6 +40,10 @@ void CompressedAllReduce::all_reduce_in_place(TensorMap& gradients) {
   checked(impl_).all_reduce_in_place(gradients);
 }
 
+void CompressedAllReduce::all_reduce_in_place(const TensorViews& tensors) {
+  checked(impl_).all_reduce_in_place(tensors);
+}
+
 SharedTensors CompressedAllReduce::make_shared_tensors(const TensorShapes& shapes) {
   return SharedTensors(checked(impl_).make_shared_tensors(shapes));
 }

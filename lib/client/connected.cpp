@@ -6,6 +6,7 @@
 // op runs the daemon sends a keepalive every heartbeat, so a long op on a
 // slow ring is fine, and a daemon that died or froze is noticed within
 // options.timeout.
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <bit>
@@ -18,7 +19,10 @@
 
 #include "client/impl.hpp"
 #include "client/local_aggregator.hpp"
+#include "client/staged_transfer.hpp"
+#include "client/tensor_views.hpp"
 #include "transport/shared_region.hpp"
+#include "transport/staging_board.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::client {
@@ -45,6 +49,34 @@ void check_endpoint(const std::string& endpoint) {
   }
 }
 
+// Result values of an op through the shared buffer: faulted in on huge
+// pages where the kernel offers them (a 64 MiB result takes 32 faults, not
+// 16384), while the ring runs.
+std::vector<float> fresh_values(std::size_t n) {
+  std::vector<float> v;
+  v.reserve(n);
+  constexpr std::uintptr_t kPage = 4096;
+  const auto first = (reinterpret_cast<std::uintptr_t>(v.data()) + kPage - 1) & ~(kPage - 1);
+  const auto last = (reinterpret_cast<std::uintptr_t>(v.data() + n)) & ~(kPage - 1);
+  if (last > first + (std::uintptr_t{2} << 20))
+    (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);  // advice only
+  v.resize(n);
+  return v;
+}
+
+// The tensors of a map as the staged copy sees them: values from the map,
+// averages to `out` (the map itself when in place).
+std::vector<TensorIo> tensor_ios(const TensorMap& gradients, TensorMap* out) {
+  std::vector<TensorIo> ios;
+  std::size_t at = 0;
+  for (const auto& [name, tensor] : gradients) {
+    float* dest = out ? out->at(name).data().data() : nullptr;
+    ios.push_back({tensor.data().data(), dest, tensor.numel(), at});
+    at += tensor.numel();
+  }
+  return ios;
+}
+
 // The largest frame a client accepts from zringd (ZMQ_MAXMSGSIZE): values
 // below the shared-buffer threshold, and headers naming many tensors.
 constexpr std::size_t kMaxReplyBytes = std::size_t{256} << 20;
@@ -64,6 +96,22 @@ class Connected final : public CompressedAllReduce::Impl {
   }
 
   TensorMap all_reduce(const TensorMap& gradients) override {
+    check_inputs(gradients);
+    TensorShapes shapes;
+    for (const auto& [name, tensor] : gradients) shapes.emplace(name, tensor.shape());
+    if (elements_of(shapes) * sizeof(float) >= kSharedBytes) {
+      // Staged: the results' memory is made while the ring runs.
+      TensorMap out;
+      std::vector<TensorIo> ios = tensor_ios(gradients, nullptr);
+      reduce_staged(ios, shapes, [&] {
+        std::size_t i = 0;
+        for (const auto& [name, tensor] : gradients) {
+          Tensor& t = out.emplace(name, Tensor(fresh_values(tensor.numel()), tensor.shape())).first->second;
+          ios[i++].out = t.data().data();
+        }
+      });
+      return out;
+    }
     Reply reply = reduce(gradients);
     TensorMap out;
     std::size_t at = 0;
@@ -77,12 +125,46 @@ class Connected final : public CompressedAllReduce::Impl {
   }
 
   void all_reduce_in_place(TensorMap& gradients) override {
+    check_inputs(gradients);
+    TensorShapes shapes;
+    for (const auto& [name, tensor] : gradients) shapes.emplace(name, tensor.shape());
+    if (elements_of(shapes) * sizeof(float) >= kSharedBytes) {
+      std::vector<TensorIo> ios = tensor_ios(gradients, &gradients);
+      reduce_staged(ios, shapes, [] {});
+      return;
+    }
     Reply reply = reduce(gradients);
     std::size_t at = 0;
     for (auto& [name, tensor] : gradients) {
       if (tensor.numel() != 0) std::memcpy(tensor.data().data(), reply.values + at, tensor.numel() * 4);
       at += tensor.numel() * 4;
     }
+  }
+
+  void all_reduce_in_place(const TensorViews& views) override {
+    const std::vector<FusedView> fused = fuse_order(views);
+    const TensorShapes shapes = shapes_of(fused);
+    std::vector<TensorIo> ios;
+    for (const FusedView& f : fused) ios.push_back({f.view->data, f.view->data, f.numel, f.offset});
+    const std::size_t bytes = elements_of(shapes) * sizeof(float);
+    if (bytes >= kSharedBytes) {
+      reduce_staged(ios, shapes, [] {});
+      return;
+    }
+    wire::IpcHeader request = header_for(shapes);
+    request.kind = wire::IpcKind::submit;
+    zmq::message_t data(bytes);
+    for (const TensorIo& io : ios)
+      if (io.numel != 0) std::memcpy(data.data<float>() + io.offset, io.in, io.numel * sizeof(float));
+    auto reply = call(request, std::move(data));
+    if (reply.second.size() != bytes)
+      throw Error(ErrorCode::malformed_message,
+                  "all_reduce: zringd returned " + std::to_string(reply.second.size()) +
+                      " bytes of values for " + std::to_string(bytes / 4) + " elements");
+    count(reply.first);
+    for (const TensorIo& io : ios)
+      if (io.numel != 0)
+        std::memcpy(io.out, reply.second.data<float>() + io.offset, io.numel * sizeof(float));
   }
 
   // SharedTensors live in a buffer of their own, which becomes this
@@ -102,10 +184,11 @@ class Connected final : public CompressedAllReduce::Impl {
 
   void all_reduce_in_place(SharedTensors::Storage& tensors) override {
     if (!(tensors.current && tensors.region && tensors.region == region_)) {
-      // Not (or no longer) where zringd looks: through a copy.
-      TensorMap copy = tensors.tensors();
-      all_reduce_in_place(copy);
-      tensors.set(copy);
+      // Not (or no longer) where zringd looks: staged like caller memory.
+      TensorViews views;
+      for (const auto& [name, shape] : tensors.shapes)
+        views.push_back({name, shape, tensors.data + tensors.offsets.at(name)});
+      all_reduce_in_place(views);
       return;
     }
     wire::IpcHeader request = header_for(tensors.shapes);
@@ -163,6 +246,55 @@ class Connected final : public CompressedAllReduce::Impl {
     return request;
   }
 
+  static std::size_t elements_of(const TensorShapes& shapes) {
+    std::size_t n = 0;
+    for (const auto& [name, shape] : shapes) n += shape_numel(shape);
+    return n;
+  }
+
+  // A large op through the shared buffer, staged: the values go in while
+  // the ring already runs, and the averages come out as zringd publishes
+  // them (ios[i].out). after_staging runs once the values are in: the copy
+  // form makes its results' memory there, while the ring works.
+  template <class AfterStaging>
+  void reduce_staged(std::vector<TensorIo>& ios, const TensorShapes& shapes,
+                     AfterStaging&& after_staging) {
+    wire::IpcHeader request = header_for(shapes);
+    request.kind = wire::IpcKind::submit_staged;
+    const std::size_t elements = request.manifest.elements();
+    const std::size_t bytes = elements * sizeof(float);
+    const collective::StagingOrder order(elements, world_size_ / local_ranks_, rank_ / local_ranks_);
+    for (bool retried = false;; retried = true) {
+      // Never over the values of the SharedTensors that hold the buffer.
+      if (!region_ || region_->size() < bytes || lent()) attach(bytes, true);
+      transport::StagingBoard& board = transport::board_of(*region_);
+      board.reset();
+      StagedTransfer transfer(ios, reinterpret_cast<float*>(region_->data()), board, order);
+      const std::uint64_t id = send_request(request, std::nullopt);
+      transfer.stage();
+      if (!retried) after_staging();
+      std::pair<wire::IpcHeader, zmq::message_t> reply;
+      try {
+        reply = await(id, false, &transfer);
+      } catch (const Error& e) {
+        // The daemon restarted since we connected: greet it again, once
+        // (nothing was averaged, the caller's values are as they were).
+        if (retried || e.code() != ErrorCode::connection_failed || last_reply_was_silence_ ||
+            transfer.copied_any())
+          throw;
+        drop_region();
+        hello();
+        continue;
+      }
+      if (reply.first.kind != wire::IpcKind::result_shared)
+        throw Error(ErrorCode::malformed_message,
+                    "all_reduce: zringd answered a staged op without its shared result");
+      transfer.take_rest();
+      count(reply.first);
+      return;
+    }
+  }
+
   void count(const wire::IpcHeader& result) {
     traffic_.wire_bytes += result.wire_bytes;
     traffic_.dense_bytes += result.dense_bytes;
@@ -205,6 +337,7 @@ class Connected final : public CompressedAllReduce::Impl {
     auto [welcome, unused] = call(request, std::nullopt);
     world_size_ = welcome.world_size;
     rank_ = welcome.rank;
+    local_ranks_ = std::max<std::size_t>(welcome.local_ranks, 1);
     node_ = welcome.node;
   }
 
@@ -262,20 +395,43 @@ class Connected final : public CompressedAllReduce::Impl {
   // values frame. Throws the daemon's error, or timeout.
   std::pair<wire::IpcHeader, zmq::message_t> call(wire::IpcHeader request,
                                                    std::optional<zmq::message_t> data) {
+    const bool hello = request.kind == wire::IpcKind::hello;
+    return await(send_request(std::move(request), std::move(data)), hello);
+  }
+
+  // Sends a request with a new id (returned), and its values frame if any.
+  std::uint64_t send_request(wire::IpcHeader request, std::optional<zmq::message_t> data) {
     request.request = ++last_request_;
     const std::vector<std::uint8_t> header = wire::encode_ipc_header(request);
     const auto more = data ? zmq::send_flags::sndmore : zmq::send_flags::none;
     socket_.send(zmq::buffer(header.data(), header.size()), more);
     if (data) socket_.send(std::move(*data), zmq::send_flags::none);
-    return await(request.request, request.kind == wire::IpcKind::hello);
+    return request.request;
   }
 
-  std::pair<wire::IpcHeader, zmq::message_t> await(std::uint64_t id, bool connecting) {
+  // Whether the reply is there within `wait`. With a staged op in flight
+  // (and not finished), it copies out what zringd publishes meanwhile,
+  // sleeping on the board between looks at the socket.
+  bool reply_ready(std::chrono::milliseconds wait, StagedTransfer* staged) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    const auto until = Clock::now() + wait;
+    while (staged && !staged->complete() && !staged->finished()) {
+      staged->take_published();
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(0)) > 0) return true;
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now());
+      if (left.count() <= 0) return false;
+      if (!staged->complete()) staged->sleep(std::min(left, std::chrono::microseconds(2000)));
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+    return left.count() > 0 && zmq::poll(&item, 1, left) > 0;
+  }
+
+  std::pair<wire::IpcHeader, zmq::message_t> await(std::uint64_t id, bool connecting,
+                                                    StagedTransfer* staged = nullptr) {
     auto deadline = Clock::now() + options_.timeout;
     for (;;) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0) {
+      if (left.count() <= 0 || !reply_ready(left, staged)) {
         last_reply_was_silence_ = true;
         // zringd may still write the averages of the abandoned op into the
         // shared buffer: the next op takes a new one, and SharedTensors in
@@ -320,6 +476,7 @@ class Connected final : public CompressedAllReduce::Impl {
   CompressionMethod method_;
   std::size_t world_size_ = 1;
   std::size_t rank_ = 0;
+  std::size_t local_ranks_ = 1;
   std::string node_;
   std::uint64_t last_request_ = 0;
   bool last_reply_was_silence_ = false;

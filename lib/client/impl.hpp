@@ -6,6 +6,7 @@
 // all_reduce_with_peers).
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include <zring/compressed_all_reduce.hpp>
 
 #include "client/shared_storage.hpp"
+#include "client/tensor_views.hpp"
 
 namespace zring {
 
@@ -24,6 +26,18 @@ class CompressedAllReduce::Impl {
   virtual void all_reduce_in_place(TensorMap& gradients) {
     TensorMap averaged = all_reduce(gradients);
     for (auto& [name, tensor] : gradients) tensor.data() = std::move(averaged.at(name).data());
+  }
+  // TensorViews: by default through a TensorMap copy; the connected client
+  // stages them through its shared buffer.
+  virtual void all_reduce_in_place(const TensorViews& views) {
+    const std::vector<client::FusedView> fused = client::fuse_order(views);
+    TensorMap copy;
+    for (const client::FusedView& f : fused)
+      copy.emplace(f.view->name,
+                   Tensor(std::vector<float>(f.view->data, f.view->data + f.numel), f.view->shape));
+    all_reduce_in_place(copy);
+    for (const client::FusedView& f : fused)
+      std::copy(copy.at(f.view->name).data().begin(), copy.at(f.view->name).data().end(), f.view->data);
   }
   // SharedTensors: ordinary memory by default, reduced through a TensorMap
   // copy; the connected client shares them with its zringd.

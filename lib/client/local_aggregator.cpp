@@ -13,22 +13,6 @@ std::string quoted(const std::string& name) { return "'" + name + "'"; }
 
 std::string peer_label(std::size_t j) { return "peers[" + std::to_string(j) + "]"; }
 
-// A tensor whose values disagree with its shape (data() is mutable) or that
-// indices cannot address is refused before it reaches a codec.
-void check_inputs(const TensorMap& gradients) {
-  for (const auto& [name, tensor] : gradients) {
-    if (shape_numel(tensor.shape()) != tensor.numel())
-      throw Error(ErrorCode::invalid_argument,
-                  "tensor " + quoted(name) + ": its shape holds " +
-                      std::to_string(shape_numel(tensor.shape())) + " elements but it has " +
-                      std::to_string(tensor.numel()) + " values");
-    if (tensor.numel() > std::numeric_limits<std::uint32_t>::max())
-      throw Error(ErrorCode::invalid_argument,
-                  "tensor " + quoted(name) + ": " + std::to_string(tensor.numel()) +
-                      " elements; zring addresses at most 2^32 - 1 per tensor, split it");
-  }
-}
-
 void check_count(std::size_t peers, std::size_t world_size) {
   if (peers + 1 != world_size)
     throw Error(ErrorCode::count_mismatch,
@@ -81,6 +65,22 @@ void check_peer(const TensorMap& gradients, const CompressedMap& peer, std::size
 }
 
 }  // namespace
+
+// A tensor whose values disagree with its shape (data() is mutable) or that
+// indices cannot address is refused before it reaches a codec.
+void check_inputs(const TensorMap& gradients) {
+  for (const auto& [name, tensor] : gradients) {
+    if (shape_numel(tensor.shape()) != tensor.numel())
+      throw Error(ErrorCode::invalid_argument,
+                  "tensor " + quoted(name) + ": its shape holds " +
+                      std::to_string(shape_numel(tensor.shape())) + " elements but it has " +
+                      std::to_string(tensor.numel()) + " values");
+    if (tensor.numel() > std::numeric_limits<std::uint32_t>::max())
+      throw Error(ErrorCode::invalid_argument,
+                  "tensor " + quoted(name) + ": " + std::to_string(tensor.numel()) +
+                      " elements; zring addresses at most 2^32 - 1 per tensor, split it");
+  }
+}
 
 LocalAggregator::LocalAggregator(CompressionMethod method, std::size_t world_size)
     : method_(std::move(method)), world_size_(world_size) {

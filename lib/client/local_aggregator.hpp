@@ -18,6 +18,11 @@
 
 namespace zring::client {
 
+// Refuses (invalid_argument, naming the tensor) a tensor whose values
+// disagree with its shape (data() is mutable) or that indices cannot
+// address: before it reaches a codec or a buffer sized from its shape.
+void check_inputs(const TensorMap& gradients);
+
 class LocalAggregator {
  public:
   // Throws invalid_argument when world_size is 0.

@@ -181,6 +181,7 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
   const auto prepare = [&] {
     const auto began = Clock::now();
     if (plan) {
+      if (input.staging && !plan->streams_input()) input.staging->wait_all();
       correct_inputs(in);
       plan->prepare(mine);
     }

@@ -28,6 +28,7 @@
 #include "collective/link.hpp"
 #include "collective/manifest.hpp"
 #include "collective/ring_allreduce.hpp"
+#include "collective/staging.hpp"
 #include "collective/workspace.hpp"
 
 namespace zring::collective {
@@ -54,6 +55,10 @@ struct OpInput {
   // reads its inputs before it writes the result there.
   float* output = nullptr;
   std::shared_ptr<void> output_owner;  // keeps output alive in OpOutput::values
+  // When set, the ranks' values are still arriving (a staged submission):
+  // the op waits for them, range by range where the method can, and
+  // publishes the final ranges of output as they are written.
+  LocalStaging* staging = nullptr;
   std::string error;          // non-empty: this node cannot take part (says why)
   int error_code = 0;         // its zring::ErrorCode
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "collective/staging.hpp"
+
 namespace zring::collective {
 
 ChunkGeometry::ChunkGeometry(std::size_t elements, std::size_t segments, std::size_t chunk_elems)
@@ -9,7 +11,7 @@ ChunkGeometry::ChunkGeometry(std::size_t elements, std::size_t segments, std::si
   seg_begin_.resize(segments + 1);
   first_chunk_.resize(segments + 1);
   first_chunk_[0] = 0;
-  for (std::size_t s = 0; s <= segments; ++s) seg_begin_[s] = elements * s / segments;
+  for (std::size_t s = 0; s <= segments; ++s) seg_begin_[s] = segment_begin(elements, segments, s);
   for (std::size_t s = 0; s < segments; ++s) {
     const std::size_t len = seg_begin_[s + 1] - seg_begin_[s];
     first_chunk_[s + 1] = first_chunk_[s] + (len + chunk_elems_ - 1) / chunk_elems_;

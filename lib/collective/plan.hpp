@@ -50,6 +50,9 @@ class MethodPlan {
   // while the exchange goes on. Must not throw: a payload that is no good
   // fails the op in execute.
   virtual void data_arrived(std::size_t /*node*/, const Bytes& /*data*/) {}
+  // Whether execute reads the local values range by range as they arrive
+  // (OpInput::staging): otherwise the op waits for all of them first.
+  [[nodiscard]] virtual bool streams_input() const { return false; }
   // After every summary agrees: the average into result (elements() floats).
   virtual void execute(const std::vector<NodeSummary>& summaries, float* result) = 0;
 };

@@ -13,10 +13,21 @@ class DensePlan final : public MethodPlan {
 
   void prepare(NodeSummary&) override {}
 
+  // One float32 rank without feedback is summed where it arrives.
+  bool streams_input() const override {
+    return kind_ == CompressionKind::none && in_.input.ranks.size() == 1 && !in_.feedback();
+  }
+
   void execute(const std::vector<NodeSummary>&, float* result) override {
     const std::size_t n = in_.elements();
-    const float* local = local_sum(n);
     const std::size_t world = in_.op.world_size;
+    if (streams_input()) {
+      // Rank 0's values, sent from its buffer, each range once it is there.
+      ring_allreduce(in_.link, FloatLane{}, in_.x[0], result, n, in_.op.ring, in_.stats, world,
+                     in_.input.rank0_owner, in_.input.staging);
+      return;
+    }
+    const float* local = local_sum(n);
     if (kind_ == CompressionKind::none) {
       // Values straight from rank 0's buffer can be sent from there.
       const bool own = !in_.input.ranks.empty() && local == in_.input.ranks[0];

@@ -30,14 +30,16 @@ class RingAllreduce {
 
   RingAllreduce(RingLink& link, const Lane& lane, const Acc* local, Acc* result, BlockIo<Acc>* io,
                 std::size_t elements, const RingOptions& options, RingStats& stats,
-                std::size_t average_over, std::shared_ptr<const void> local_owner)
-      : link_(link), local_(local), result_(result), io_(io), options_(options), stats_(stats),
+                std::size_t average_over, std::shared_ptr<const void> local_owner,
+                LocalStaging* staging)
+      : link_(link), local_(local), result_(result), io_(io), staging_(staging), options_(options),
+        stats_(stats),
         average_over_(average_over), local_owner_(std::move(local_owner)),
         average_(average_over > 1), nodes_(link.nodes()), self_(link.node()),
         lanes_(carrying_lanes(lane, nodes_)),
         geometry_(elements, nodes_, chunk_elems(lanes_[nodes_], options.chunk_bytes)),
         reduced_(geometry_.total_chunks(), false), final_(geometry_.total_chunks(), false),
-        stream_(elements >= kStreamElems) {}
+        final_prefix_(staging ? nodes_ : 0, 0), stream_(elements >= kStreamElems) {}
 
   void run() {
     if (nodes_ == 1) {
@@ -66,6 +68,25 @@ class RingAllreduce {
     return std::max<std::size_t>(chunk_bytes / per8, 1) * 8;
   }
 
+  // With staging: this node's values of chunk `chunk` of `segment` are in
+  // place before they are read.
+  void await_local(std::size_t segment, std::size_t end) {
+    if (staging_) staging_->wait_staged(segment, end - geometry_.range(segment, 0).first);
+  }
+
+  // A chunk of the result is final (written): with staging, the segment's
+  // final prefix is published when it grows.
+  void finalized(std::size_t segment) {
+    if (!staging_) return;
+    std::size_t& next = final_prefix_[segment];
+    const std::size_t chunks = geometry_.chunks(segment);
+    const std::size_t before = next;
+    while (next < chunks && final_[geometry_.chunk_id(segment, next)]) ++next;
+    if (next == before) return;
+    const std::size_t seg_begin = geometry_.range(segment, 0).first;
+    staging_->publish(segment, geometry_.range(segment, next - 1).second - seg_begin);
+  }
+
   // This node's values of [begin, begin + n): where they are, or made by
   // io into a scratch block (n <= kBlock).
   const Acc* local_block(std::size_t begin, std::size_t n) {
@@ -85,6 +106,7 @@ class RingAllreduce {
 
   void finish_locally() {
     // One node: the sum is the local contribution, in its wire form.
+    if (staging_) staging_->wait_all();
     const std::size_t n = geometry_.elements();
     const Lane& lane = lanes_[1];
     OwnedBuffer wire = allocate(lane.wire_bytes(std::min(n, kBlock)));
@@ -117,6 +139,7 @@ class RingAllreduce {
   void start_own_segment() {
     for (std::size_t c = 0; c < geometry_.chunks(self_); ++c) {
       auto [begin, end] = geometry_.range(self_, c);
+      await_local(self_, end);
       if constexpr (kFloatWire) {
         // The values are their own wire form: sent from where they are. By
         // the time this op ends they have been received (the sum of this
@@ -172,6 +195,7 @@ class RingAllreduce {
     }
     reduced_[id] = true;
     const std::size_t n = end - begin;
+    await_local(tag.segment, end);
     if constexpr (kFloatWire) {
       if (float* sum = writable_floats(payload)) return partial_in_place(tag, id, begin, n, sum, payload);
     }
@@ -206,6 +230,7 @@ class RingAllreduce {
     final_[id] = true;
     send({Phase::gather, tag.segment, tag.chunk, 1}, wire.bytes());
     if (!io_) finish(begin, end);
+    finalized(tag.segment);
     return true;
   }
 
@@ -222,6 +247,7 @@ class RingAllreduce {
     else add_and_average(sum, mine, result_ + begin, n, average_over_);
     final_[id] = true;
     send({Phase::gather, tag.segment, tag.chunk, 1}, payload);
+    finalized(tag.segment);
     return true;
   }
 
@@ -241,6 +267,7 @@ class RingAllreduce {
         // One pass: the sum's bits (any alignment) divided into the result.
         if (stream_) average_from_wire_streamed(payload.data(), result_ + begin, end - begin, average_over_);
         else average_from_wire(payload.data(), result_ + begin, end - begin, average_over_);
+        finalized(tag.segment);
         return true;
       }
     }
@@ -257,6 +284,7 @@ class RingAllreduce {
     }
     lane.decode(payload.data(), end - begin, result_ + begin);
     finish(begin, end);
+    finalized(tag.segment);
     return true;
   }
 
@@ -270,6 +298,7 @@ class RingAllreduce {
   const Acc* local_;
   Acc* result_;
   BlockIo<Acc>* io_;  // when set, makes local values and takes the sums
+  LocalStaging* staging_;  // when set, local fills and result is published as the ring goes
   const RingOptions& options_;
   RingStats& stats_;
   std::size_t average_over_;
@@ -281,6 +310,7 @@ class RingAllreduce {
   ChunkGeometry geometry_;
   std::vector<bool> reduced_;  // partial sum of this chunk seen
   std::vector<bool> final_;    // complete sum of this chunk stored
+  std::vector<std::size_t> final_prefix_;  // with staging: per segment, chunks final from the first
   std::vector<Acc> scratch_;
   std::vector<Acc> local_scratch_;
   bool stream_;  // a large result: written with streaming stores
@@ -292,23 +322,24 @@ template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements,
                     const RingOptions& options, RingStats& stats, std::size_t average_over,
-                    std::shared_ptr<const void> local_owner) {
+                    std::shared_ptr<const void> local_owner, LocalStaging* staging) {
   RingAllreduce<Lane>(link, lane, local, result, nullptr, elements, options, stats, average_over,
-                      std::move(local_owner)).run();
+                      std::move(local_owner), staging).run();
 }
 
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, BlockIo<typename Lane::Acc>& io,
                     std::size_t elements, const RingOptions& options, RingStats& stats) {
-  RingAllreduce<Lane>(link, lane, nullptr, nullptr, &io, elements, options, stats, 1, {}).run();
+  RingAllreduce<Lane>(link, lane, nullptr, nullptr, &io, elements, options, stats, 1, {}, nullptr)
+      .run();
 }
 
 template void ring_allreduce<FloatLane>(RingLink&, const FloatLane&, const float*, float*,
                                         std::size_t, const RingOptions&, RingStats&, std::size_t,
-                                        std::shared_ptr<const void>);
+                                        std::shared_ptr<const void>, LocalStaging*);
 template void ring_allreduce<HalfLane>(RingLink&, const HalfLane&, const float*, float*,
                                        std::size_t, const RingOptions&, RingStats&, std::size_t,
-                                       std::shared_ptr<const void>);
+                                       std::shared_ptr<const void>, LocalStaging*);
 template void ring_allreduce<CodeLane>(RingLink&, const CodeLane&, BlockIo<std::uint32_t>&,
                                        std::size_t, const RingOptions&, RingStats&);
 

@@ -7,6 +7,7 @@
 #include "collective/float_sum.hpp"
 #include "collective/lanes.hpp"
 #include "collective/link.hpp"
+#include "collective/staging.hpp"
 
 namespace zring::collective {
 
@@ -50,13 +51,15 @@ class BlockIo {
 // (the same bits as dividing afterwards), computed chunk by chunk.
 //
 // result must hold `elements` values. With local_owner, which must keep
-// `local` alive, float32 values are sent from `local` without a copy.
-// Throws zring::Error on timeout or abort.
+// `local` alive, float32 values are sent from `local` without a copy. With
+// staging, `local` fills while the ring runs: each range is waited for
+// before it is read, and each segment's final prefix of `result` published
+// as it grows. Throws zring::Error on timeout or abort.
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements,
                     const RingOptions& options, RingStats& stats, std::size_t average_over = 1,
-                    std::shared_ptr<const void> local_owner = {});
+                    std::shared_ptr<const void> local_owner = {}, LocalStaging* staging = nullptr);
 
 // The same schedule, with io making this node's contribution and taking
 // the sums (see BlockIo).

@@ -4,7 +4,8 @@
 // file in the daemon's runtime directory (next to its IPC socket), mapped
 // by both: the client writes its gradients there and reads the average back,
 // with no copy through a socket. The file has the IPC socket's permissions
-// (0660): whoever may talk to the daemon may use it.
+// (0660): whoever may talk to the daemon may use it. The file starts with
+// a page of progress counters (staging_board.hpp); the values follow it.
 #pragma once
 
 #include <cstddef>
@@ -16,15 +17,17 @@ namespace zring::transport {
 
 class SharedRegion {
  public:
-  // Creates path (it must not exist) of `size` bytes and maps it.
+  // Creates path (it must not exist) with room for `size` bytes of values
+  // (and the board before them) and maps it.
   static std::shared_ptr<SharedRegion> create(const std::string& path, std::size_t size);
-  // Maps an existing file, which must hold at least `size` bytes.
+  // Maps an existing file, which must hold at least `size` bytes of values.
   static std::shared_ptr<SharedRegion> open(const std::string& path, std::size_t size);
 
   SharedRegion(const SharedRegion&) = delete;
   SharedRegion& operator=(const SharedRegion&) = delete;
   ~SharedRegion();  // unmaps; removes the file if this side created it
 
+  // The values (page aligned) and how many bytes of them there are.
   [[nodiscard]] std::uint8_t* data() const noexcept { return data_; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
@@ -36,9 +39,9 @@ class SharedRegion {
   void make_private(std::size_t keep);
 
  private:
-  SharedRegion(std::string path, std::uint8_t* data, std::size_t size, bool owner)
-      : path_(std::move(path)), data_(data), size_(size), owner_(owner) {}
+  SharedRegion(std::string path, std::uint8_t* base, std::size_t size, bool owner);
   std::string path_;
+  std::uint8_t* base_;  // the mapping: the board, then the values
   std::uint8_t* data_;
   std::size_t size_;
   bool owner_;

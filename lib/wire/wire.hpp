@@ -182,6 +182,10 @@ enum class IpcKind : std::uint8_t {
                   // daemon -> client: its path (text) and size (wire_bytes)
   submit_shared = 9,   // client -> daemon: as submit, values in the shared buffer
   result_shared = 10,  // daemon -> client: as result, values in the shared buffer
+  submit_staged = 11,  // client -> daemon: as submit_shared, but the values are still
+                       // being copied in, and the averages are published as they are
+                       // final (progress in the buffer's StagingBoard); answered by
+                       // result_shared
 };
 
 struct IpcHeader {
@@ -209,7 +213,7 @@ struct IpcHeader {
 inline constexpr std::size_t kMaxNodeNameBytes = 256;
 inline constexpr std::size_t kMaxIpcTextBytes = std::size_t{1} << 16;
 
-// [version, 4 (ipc), kind (1..10), request, local_rank, manifest (see above),
+// [version, 4 (ipc), kind (1..11), request, local_rank, manifest (see above),
 //  world_size, rank, local_ranks, timeout_ms, heartbeat_ms, node (str), op,
 //  wire_bytes, dense_bytes, error_code (<= ErrorCode::internal), text (str)]:
 // 17 items, the u32 fields < 2^32.

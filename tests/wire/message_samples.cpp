@@ -32,7 +32,8 @@ const std::vector<IpcKind>& all_ipc_kinds() {
                                              IpcKind::error,  IpcKind::keepalive,
                                              IpcKind::status, IpcKind::attach,
                                              IpcKind::submit_shared,
-                                             IpcKind::result_shared};
+                                             IpcKind::result_shared,
+                                             IpcKind::submit_staged};
   return kinds;
 }
 
@@ -201,7 +202,7 @@ void check_valid(const NodeSummary& s) {
 
 void check_valid(const IpcHeader& h) {
   const auto kind = static_cast<int>(h.kind);
-  BOOST_TEST((kind >= 1 && kind <= 10));
+  BOOST_TEST((kind >= 1 && kind <= 11));
   check_valid(h.manifest);
   BOOST_TEST(h.node.size() <= wire::kMaxNodeNameBytes);
   BOOST_TEST(h.error_code <= kMaxErrorCode);

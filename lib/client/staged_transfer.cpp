@@ -1,0 +1,85 @@
+#include "client/staged_transfer.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace zring::client {
+namespace {
+
+// Values copied in before zringd is told: big enough that telling costs
+// nothing next to the copy, small enough that the ring starts at once.
+constexpr std::size_t kPieceElems = std::size_t{1} << 18;  // 1 MiB
+
+// The first tensor whose values reach past `at`.
+std::vector<TensorIo>::const_iterator tensor_at(const std::vector<TensorIo>& tensors,
+                                                std::size_t at) {
+  return std::upper_bound(tensors.begin(), tensors.end(), at,
+                          [](std::size_t v, const TensorIo& t) { return v < t.offset + t.numel; });
+}
+
+}  // namespace
+
+StagedTransfer::StagedTransfer(std::vector<TensorIo>& tensors, float* buffer,
+                               transport::StagingBoard& board, collective::StagingOrder order)
+    : tensors_(tensors), buffer_(buffer), board_(board), order_(order),
+      taken_(order.segments(), 0), remaining_(order.elements()) {}
+
+void StagedTransfer::stage() {
+  std::size_t position = 0;
+  for (std::size_t k = 0; k < order_.segments(); ++k) {
+    const std::size_t s = order_.segment_at(k);
+    const std::size_t end = order_.end(s);
+    for (std::size_t at = order_.begin(s); at < end;) {
+      const std::size_t piece_end = std::min(end, at + kPieceElems);
+      const std::size_t from = at;
+      for (auto t = tensor_at(tensors_, at); at < piece_end; ++t) {
+        const std::size_t lo = at - t->offset;
+        const std::size_t n = std::min(piece_end, t->offset + t->numel) - at;
+        if (n == 0) continue;  // an empty tensor
+        std::memcpy(buffer_ + at, t->in + lo, n * sizeof(float));
+        at += n;
+      }
+      position += at - from;
+      board_.stage(position);
+    }
+  }
+}
+
+void StagedTransfer::copy_out(std::size_t begin, std::size_t end) {
+  for (auto t = tensor_at(tensors_, begin); begin < end; ++t) {
+    const std::size_t lo = begin - t->offset;
+    const std::size_t n = std::min(end, t->offset + t->numel) - begin;
+    if (n == 0) continue;  // an empty tensor
+    std::memcpy(t->out + lo, buffer_ + begin, n * sizeof(float));
+    begin += n;
+  }
+}
+
+void StagedTransfer::take_published() {
+  seen_ = board_.published_seq.load(std::memory_order_acquire);
+  const std::size_t segments = std::min(order_.segments(), transport::StagingBoard::kSegments);
+  for (std::size_t s = 0; s < segments; ++s) {
+    const std::size_t length = order_.end(s) - order_.begin(s);
+    const std::size_t published = static_cast<std::size_t>(
+        std::min<std::uint64_t>(board_.published[s].load(std::memory_order_acquire), length));
+    if (published <= taken_[s]) continue;
+    copy_out(order_.begin(s) + taken_[s], order_.begin(s) + published);
+    remaining_ -= published - taken_[s];
+    taken_[s] = published;
+  }
+}
+
+void StagedTransfer::sleep(std::chrono::microseconds for_at_most) const {
+  transport::StagingBoard::sleep_while(board_.published_seq, seen_, for_at_most);
+}
+
+void StagedTransfer::take_rest() {
+  for (std::size_t s = 0; s < order_.segments(); ++s) {
+    const std::size_t length = order_.end(s) - order_.begin(s);
+    if (taken_[s] < length) copy_out(order_.begin(s) + taken_[s], order_.end(s));
+    remaining_ -= length - taken_[s];
+    taken_[s] = length;
+  }
+}
+
+}  // namespace zring::client

@@ -1,0 +1,68 @@
+// staged_transfer.hpp - a client's values through the shared buffer while
+// the ring runs (internal).
+//
+// For a staged op (IpcKind::submit_staged) the client copies its values into
+// the buffer in the order its node's ring reads them (StagingOrder), moving
+// the board's `staged` counter after every piece, so zringd starts the ring
+// after the first piece and never waits for the rest; then, while waiting for
+// the reply, it copies out each segment's averages as zringd publishes them.
+// What is left is copied when the reply comes.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "collective/staging.hpp"
+#include "transport/staging_board.hpp"
+
+namespace zring::client {
+
+// One tensor of a fused op: where its values come from and where its
+// averages go (the same memory for an in-place op), and where it sits in
+// the fused buffer.
+struct TensorIo {
+  const float* in = nullptr;
+  float* out = nullptr;
+  std::size_t numel = 0;
+  std::size_t offset = 0;
+};
+
+class StagedTransfer {
+ public:
+  // tensors ordered by offset, covering order.elements() values; buffer
+  // holds as many floats and board is its progress board.
+  StagedTransfer(std::vector<TensorIo>& tensors, float* buffer, transport::StagingBoard& board,
+                 collective::StagingOrder order);
+
+  // Copies every value in, piece by piece, telling zringd after each one.
+  void stage();
+  // Copies out what zringd published since the last call.
+  void take_published();
+  // Sleeps until zringd publishes more than take_published saw, at most
+  // `for_at_most`.
+  void sleep(std::chrono::microseconds for_at_most) const;
+  // Whether every average was copied out already.
+  [[nodiscard]] bool complete() const noexcept { return remaining_ == 0; }
+  // Whether zringd is done with the op (its answer is on the way).
+  [[nodiscard]] bool finished() const noexcept {
+    return board_.finished.load(std::memory_order_acquire) != 0;
+  }
+  // Whether some averages were copied out (the caller's values changed).
+  [[nodiscard]] bool copied_any() const noexcept { return remaining_ != order_.elements(); }
+  // The op is done: copies out whatever was not yet.
+  void take_rest();
+
+ private:
+  void copy_out(std::size_t begin, std::size_t end);
+  std::vector<TensorIo>& tensors_;
+  float* buffer_;
+  transport::StagingBoard& board_;
+  collective::StagingOrder order_;
+  std::vector<std::size_t> taken_;  // per segment: elements copied out from its start
+  std::size_t remaining_;
+  std::uint32_t seen_ = 0;  // published_seq when take_published last looked
+};
+
+}  // namespace zring::client

@@ -1,0 +1,123 @@
+#include "transport/staging_board.hpp"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <thread>
+
+#include <zring/error.hpp>
+
+#include "transport/shared_region.hpp"
+
+namespace zring::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+long futex(const std::atomic<std::uint32_t>& word, int op, std::uint32_t value,
+           const timespec* timeout) noexcept {
+  // A shared mapping: not FUTEX_PRIVATE_FLAG, the other process sleeps on it too.
+  return ::syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(&word), op, value, timeout,
+                   nullptr, 0);
+}
+
+}  // namespace
+
+void StagingBoard::reset() noexcept {
+  staged.store(0, std::memory_order_relaxed);
+  finished.store(0, std::memory_order_relaxed);
+  for (auto& p : published) p.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+void StagingBoard::stage(std::uint64_t upto) noexcept {
+  staged.store(upto, std::memory_order_release);
+  staged_seq.fetch_add(1, std::memory_order_release);
+  wake(staged_seq);
+}
+
+void StagingBoard::wake(std::atomic<std::uint32_t>& word) noexcept {
+  futex(word, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
+void StagingBoard::sleep_while(const std::atomic<std::uint32_t>& word, std::uint32_t seen,
+                               std::chrono::microseconds for_at_most) noexcept {
+  const auto us = for_at_most.count() < 0 ? 0 : for_at_most.count();
+  const timespec timeout{static_cast<std::time_t>(us / 1000000),
+                         static_cast<long>(us % 1000000) * 1000};
+  futex(word, FUTEX_WAIT, seen, &timeout);  // EAGAIN when word != seen: fine
+}
+
+StagingBoard& board_of(const SharedRegion& region) noexcept {
+  return *reinterpret_cast<StagingBoard*>(region.data() - kBoardBytes);
+}
+
+RegionStaging::RegionStaging(std::vector<std::shared_ptr<SharedRegion>> regions,
+                             std::vector<std::string> who, collective::StagingOrder order,
+                             std::chrono::milliseconds timeout)
+    : regions_(std::move(regions)), who_(std::move(who)), order_(order), timeout_(timeout) {}
+
+RegionStaging::~RegionStaging() {
+  for (const auto& region : regions_) {
+    if (!region) continue;
+    StagingBoard& board = board_of(*region);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    board.finished.store(1, std::memory_order_release);
+    board.published_seq.fetch_add(1, std::memory_order_release);
+    StagingBoard::wake(board.published_seq);
+  }
+}
+
+void RegionStaging::wait_for(std::size_t l, std::uint64_t position) {
+  if (!regions_[l]) return;  // this rank's values came whole
+  StagingBoard& board = board_of(*regions_[l]);
+  if (board.staged.load(std::memory_order_acquire) >= position) return;
+  // The client copies a piece in well under a millisecond: spin briefly
+  // before sleeping.
+  for (int i = 0; i < 64; ++i) {
+    std::this_thread::yield();
+    if (board.staged.load(std::memory_order_acquire) >= position) return;
+  }
+  Clock::time_point deadline = Clock::now() + timeout_;
+  std::uint64_t last = board.staged.load(std::memory_order_acquire);
+  for (;;) {
+    const std::uint32_t seen = board.staged_seq.load(std::memory_order_acquire);
+    const std::uint64_t now_at = board.staged.load(std::memory_order_acquire);
+    if (now_at >= position) return;
+    if (now_at != last) {  // progress: the deadline is one of silence
+      last = now_at;
+      deadline = Clock::now() + timeout_;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+    if (left.count() <= 0)
+      throw Error(ErrorCode::timeout,
+                  who_[l] + " stopped handing over its values for " +
+                      std::to_string(timeout_.count()) + " ms (" + std::to_string(now_at) + " of " +
+                      std::to_string(order_.elements()) +
+                      " in place); the process may have died or been stopped");
+    StagingBoard::sleep_while(board.staged_seq, seen,
+                              std::min(left, std::chrono::microseconds(100000)));
+  }
+}
+
+void RegionStaging::wait_staged(std::size_t segment, std::size_t upto) {
+  wait_for(0, order_.position(segment, upto));
+}
+
+void RegionStaging::wait_all() {
+  for (std::size_t l = 0; l < regions_.size(); ++l) wait_for(l, order_.elements());
+}
+
+void RegionStaging::publish(std::size_t segment, std::size_t upto) {
+  if (regions_.empty() || !regions_[0] || segment >= StagingBoard::kSegments) return;
+  StagingBoard& board = board_of(*regions_[0]);
+  // Streaming stores wrote the values: order them before the counter.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  board.published[segment].store(upto, std::memory_order_release);
+  board.published_seq.fetch_add(1, std::memory_order_release);
+  StagingBoard::wake(board.published_seq);
+}
+
+}  // namespace zring::transport

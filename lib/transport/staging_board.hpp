@@ -1,0 +1,79 @@
+// staging_board.hpp - progress of a staged op, in the shared buffer (internal).
+//
+// The first kBoardBytes of every shared buffer hold a StagingBoard: how far
+// the client has copied its values in (in StagingOrder positions), and, per
+// ring segment, how far zringd has written final averages. Each side bumps a
+// futex word after it moves its counter, so the other can sleep instead of
+// spinning. Nothing here is trusted beyond "a number": a client that lies
+// only gets its own values averaged wrongly, as if it had written garbage.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/staging.hpp"
+
+namespace zring::transport {
+
+class SharedRegion;
+
+inline constexpr std::size_t kBoardBytes = 4096;
+
+struct StagingBoard {
+  std::atomic<std::uint64_t> staged;         // client: elements in place, in staging order
+  std::atomic<std::uint32_t> staged_seq;     // futex word, bumped after staged moves
+  std::atomic<std::uint32_t> published_seq;  // futex word, bumped after a published[] moves
+  std::atomic<std::uint32_t> finished;       // zringd: done with the op (its answer follows)
+  std::uint32_t unused;
+  // zringd: per segment, how many of its first elements are final.
+  static constexpr std::size_t kSegments = (kBoardBytes - 24) / 8;
+  std::atomic<std::uint64_t> published[kSegments];
+
+  // The client, before it submits a staged op: nothing staged or published.
+  void reset() noexcept;
+  // The client: the first `upto` positions are in place.
+  void stage(std::uint64_t upto) noexcept;
+  // Wakes whoever sleeps on the word.
+  static void wake(std::atomic<std::uint32_t>& word) noexcept;
+  // Sleeps while word == seen, at most `for_at_most`; returns at once
+  // otherwise. Spurious returns are fine: callers re-check their counters.
+  static void sleep_while(const std::atomic<std::uint32_t>& word, std::uint32_t seen,
+                          std::chrono::microseconds for_at_most) noexcept;
+};
+static_assert(sizeof(StagingBoard) <= kBoardBytes);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+// The board of the region, which must have been made with room for it.
+StagingBoard& board_of(const SharedRegion& region) noexcept;
+
+// zringd's side of a staged op: the boards of its local ranks' buffers.
+// wait_staged reads rank 0's progress (the one rank whose values the ring
+// streams); wait_all waits for every rank; publish tells rank 0 (the other
+// ranks get their copy when the op ends).
+class RegionStaging final : public collective::LocalStaging {
+ public:
+  // who[l]: how errors name local rank l ("rank 3 (local rank 1 of node 'b')").
+  RegionStaging(std::vector<std::shared_ptr<SharedRegion>> regions, std::vector<std::string> who,
+                collective::StagingOrder order, std::chrono::milliseconds timeout);
+  // Tells every client the op is over (it then only waits for the answer).
+  ~RegionStaging() override;
+  RegionStaging(const RegionStaging&) = delete;
+  RegionStaging& operator=(const RegionStaging&) = delete;
+  void wait_staged(std::size_t segment, std::size_t upto) override;
+  void wait_all() override;
+  void publish(std::size_t segment, std::size_t upto) override;
+
+ private:
+  void wait_for(std::size_t l, std::uint64_t position);
+  std::vector<std::shared_ptr<SharedRegion>> regions_;
+  std::vector<std::string> who_;
+  collective::StagingOrder order_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace zring::transport

@@ -1,0 +1,183 @@
+// The ring with staged input: values that arrive while the op runs, and
+// averages published segment by segment as they become final.
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "collective/allreduce_op.hpp"
+#include "collective/inproc_link.hpp"
+#include "collective/staging.hpp"
+
+using namespace zring;
+using namespace zring::collective;
+
+namespace {
+
+// Values copied in by a feeder thread, piece by piece in staging order; every
+// publish snapshots the range it declares final.
+class FedStaging final : public LocalStaging {
+ public:
+  FedStaging(const std::vector<float>& source, float* buffer, StagingOrder order)
+      : source_(source), buffer_(buffer), order_(order), published_(order.segments(), 0),
+        snapshots_(order.segments()) {}
+
+  void feed(std::size_t piece) {
+    std::size_t position = 0;
+    for (std::size_t k = 0; k < order_.segments(); ++k) {
+      const std::size_t s = order_.segment_at(k);
+      for (std::size_t at = order_.begin(s); at < order_.end(s);) {
+        const std::size_t n = std::min(piece, order_.end(s) - at);
+        std::memcpy(buffer_ + at, source_.data() + at, n * sizeof(float));
+        at += n;
+        position += n;
+        std::lock_guard lock(mutex_);
+        staged_ = position;
+        changed_.notify_all();
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  void wait_staged(std::size_t segment, std::size_t upto) override {
+    const std::size_t position = order_.position(segment, upto);
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return staged_ >= position; });
+    if (position > max_needed_) max_needed_ = position;
+  }
+  void wait_all() override {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return staged_ >= order_.elements(); });
+    max_needed_ = order_.elements();
+  }
+  void publish(std::size_t segment, std::size_t upto) override {
+    std::lock_guard lock(mutex_);  // (ring threads: no Boost.Test assertions here)
+    if (segment >= published_.size() || upto <= published_[segment]) {
+      backwards_ = true;
+      return;
+    }
+    published_[segment] = upto;
+    const float* from = buffer_ + order_.begin(segment);
+    snapshots_[segment].assign(from, from + upto);
+  }
+
+  const StagingOrder& order() const { return order_; }
+
+ private:
+  const std::vector<float>& source_;
+  float* buffer_;
+  StagingOrder order_;
+
+ public:
+  std::vector<std::size_t> published_;
+  std::vector<std::vector<float>> snapshots_;
+  bool backwards_ = false;
+  std::size_t max_needed_ = 0;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::size_t staged_ = 0;
+};
+
+std::vector<float> values_of(std::size_t n, std::size_t node) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>((i * 2654435761u + node * 40503u) % 1000) / 997.0f - 0.5f;
+  return v;
+}
+
+// One op of `none` on every node; staged when `staged`. Returns the results.
+std::vector<std::vector<float>> run(std::size_t nodes, std::size_t elements, bool staged,
+                                    std::vector<std::unique_ptr<FedStaging>>* stagings) {
+  InprocRing ring(nodes);
+  std::vector<std::vector<float>> sources, buffers(nodes, std::vector<float>(elements));
+  for (std::size_t n = 0; n < nodes; ++n) sources.push_back(values_of(elements, n));
+  if (stagings) stagings->clear();
+  for (std::size_t n = 0; n < nodes && staged; ++n)
+    stagings->push_back(std::make_unique<FedStaging>(sources[n], buffers[n].data(),
+                                                     StagingOrder(elements, nodes, n)));
+  std::vector<std::string> errors(nodes);
+  std::vector<std::thread> threads;
+  for (std::size_t n = 0; n < nodes; ++n) {
+    if (!staged) buffers[n] = sources[n];
+    threads.emplace_back([&, n] {
+      OpContext ctx;
+      ctx.world_size = nodes;
+      ctx.op_number = 1;
+      ctx.ring.chunk_bytes = 4096;
+      OpInput in;
+      in.method = CompressionMethod::parse("none");
+      in.manifest.method = "none";
+      in.manifest.tensors.push_back({"g", {elements}, elements});
+      in.ranks.push_back(buffers[n].data());
+      in.output = buffers[n].data();  // in place, as zringd does with a shared buffer
+      if (staged) in.staging = (*stagings)[n].get();
+      std::vector<codec::ErrorFeedback> residuals(1);
+      try {
+        Workspace work;
+        (void)run_allreduce(ring.link(n), ctx, in, residuals, work);
+      } catch (const Error& e) {
+        errors[n] = e.what();
+      }
+    });
+  }
+  std::vector<std::thread> feeders;
+  for (std::size_t n = 0; n < nodes && staged; ++n)
+    feeders.emplace_back([&, n] { (*stagings)[n]->feed(3000); });
+  for (auto& t : feeders) t.join();
+  for (auto& t : threads) t.join();
+  for (std::size_t n = 0; n < nodes; ++n) BOOST_TEST_REQUIRE(errors[n].empty(), "node " << n << ": " << errors[n]);
+  return buffers;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(staging_order_counts_every_element_once_own_segment_first) {
+  for (std::size_t elements : {0, 1, 7, 100, 4097}) {
+    for (std::size_t nodes : {1, 2, 3, 5}) {
+      for (std::size_t node = 0; node < nodes; ++node) {
+        const StagingOrder order(elements, nodes, node);
+        BOOST_TEST(order.segment_at(0) == node);
+        std::size_t position = 0;
+        std::vector<int> seen(nodes, 0);
+        for (std::size_t k = 0; k < nodes; ++k) {
+          const std::size_t s = order.segment_at(k);
+          ++seen[s];
+          BOOST_TEST(order.position(s, 0) == position, "segment " << s << " of " << nodes);
+          position += order.end(s) - order.begin(s);
+          BOOST_TEST(order.position(s, order.end(s) - order.begin(s)) == position);
+        }
+        BOOST_TEST(position == elements);
+        BOOST_TEST(std::all_of(seen.begin(), seen.end(), [](int x) { return x == 1; }));
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(staged_ops_give_the_bits_of_whole_inputs_and_publish_only_final_values) {
+  for (std::size_t nodes : {1, 2, 3, 4}) {
+    const std::size_t elements = 100003;
+    const auto whole = run(nodes, elements, false, nullptr);
+    std::vector<std::unique_ptr<FedStaging>> stagings;
+    const auto staged = run(nodes, elements, true, &stagings);
+    for (std::size_t n = 0; n < nodes; ++n) {
+      BOOST_TEST_INFO("node " << n << " of " << nodes);
+      BOOST_TEST(std::memcmp(staged[n].data(), whole[0].data(), elements * sizeof(float)) == 0);
+      const FedStaging& s = *stagings[n];
+      BOOST_TEST(!s.backwards_);
+      BOOST_TEST(s.max_needed_ == elements);
+      if (nodes == 1) continue;  // one node publishes nothing: the answer says all is done
+      for (std::size_t seg = 0; seg < nodes; ++seg) {
+        const std::size_t length = s.order().end(seg) - s.order().begin(seg);
+        BOOST_TEST(s.published_[seg] == length, "segment " << seg);
+        // What was published was already final when it was published.
+        BOOST_TEST(std::memcmp(s.snapshots_[seg].data(), whole[0].data() + s.order().begin(seg),
+                               s.snapshots_[seg].size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}

@@ -1,0 +1,113 @@
+// The staging board: a client's StagedTransfer and zringd's RegionStaging
+// over two mappings of one shared buffer, as in two processes.
+#define BOOST_TEST_MODULE transport
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <zring/error.hpp>
+
+#include "client/staged_transfer.hpp"
+#include "transport/shared_region.hpp"
+#include "transport/staging_board.hpp"
+
+using namespace zring;
+using namespace zring::transport;
+using zring::client::StagedTransfer;
+using zring::client::TensorIo;
+
+namespace {
+
+struct TwoSides {
+  std::string dir;
+  std::shared_ptr<SharedRegion> daemon, client;
+  explicit TwoSides(std::size_t bytes) {
+    char tmpl[] = "/tmp/zring-board-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    daemon = SharedRegion::create(dir + "/buffer", bytes);
+    client = SharedRegion::open(dir + "/buffer", bytes);
+  }
+  ~TwoSides() {
+    client.reset();
+    daemon.reset();
+    std::filesystem::remove_all(dir);
+  }
+  float* daemon_values() const { return reinterpret_cast<float*>(daemon->data()); }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_client_that_stops_staging_fails_the_op_with_a_timeout_naming_it) {
+  TwoSides sides(1000 * sizeof(float));
+  board_of(*sides.client).reset();
+  board_of(*sides.client).stage(5);
+  RegionStaging staging({sides.daemon}, {"rank 5 (local rank 0 of node 'x')"},
+                        collective::StagingOrder(1000, 2, 0), std::chrono::milliseconds(200));
+  staging.wait_staged(0, 5);  // there already
+  try {
+    staging.wait_staged(0, 10);
+    BOOST_FAIL("wait_staged returned for values never staged");
+  } catch (const Error& e) {
+    BOOST_TEST(e.code() == ErrorCode::timeout);
+    const std::string what = e.what();
+    BOOST_TEST(what.find("rank 5 (local rank 0 of node 'x') stopped handing over its values") == 0, what);
+    BOOST_TEST(what.find("(5 of 1000 in place)") != std::string::npos, what);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(staged_values_arrive_in_order_and_only_published_averages_come_out) {
+  const std::size_t n = 1000;
+  TwoSides sides(n * sizeof(float));
+  std::vector<float> a(700), b(300), out_a(700, -1.0f), out_b(300, -1.0f);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = 1000.0f + static_cast<float>(i);
+  std::vector<TensorIo> ios = {{a.data(), out_a.data(), 700, 0}, {b.data(), out_b.data(), 300, 700}};
+  const collective::StagingOrder order(n, 2, 1);  // node 1 of 2: segment 1 first
+  StagingBoard& client_board = board_of(*sides.client);
+  client_board.reset();
+  StagedTransfer transfer(ios, reinterpret_cast<float*>(sides.client->data()), client_board, order);
+  transfer.stage();
+  BOOST_TEST(board_of(*sides.daemon).staged.load() == n);
+  {
+    RegionStaging staging({sides.daemon}, {"rank 1"}, order, std::chrono::milliseconds(1000));
+    staging.wait_all();
+    float* v = sides.daemon_values();
+    for (std::size_t i = 0; i < n; ++i) {
+      BOOST_REQUIRE_EQUAL(v[i], i < 700 ? a[i] : b[i - 700]);
+      v[i] *= 2;  // "the averages"
+    }
+    // Segment 1 is [500, 1000): its first 250 are final.
+    staging.publish(1, 250);
+    transfer.take_published();
+    BOOST_TEST(!transfer.complete());
+    BOOST_TEST(transfer.copied_any());
+    BOOST_TEST(!transfer.finished());
+    for (std::size_t i = 0; i < 700; ++i)
+      BOOST_REQUIRE_EQUAL(out_a[i], i >= 500 ? 2 * a[i] : -1.0f);
+    for (std::size_t i = 0; i < 300; ++i)
+      BOOST_REQUIRE_EQUAL(out_b[i], i < 50 ? 2 * b[i] : -1.0f);
+  }  // zringd is done with the op
+  BOOST_TEST(transfer.finished());
+  transfer.take_rest();
+  BOOST_TEST(transfer.complete());
+  for (std::size_t i = 0; i < 700; ++i) BOOST_REQUIRE_EQUAL(out_a[i], 2 * a[i]);
+  for (std::size_t i = 0; i < 300; ++i) BOOST_REQUIRE_EQUAL(out_b[i], 2 * b[i]);
+}
+
+BOOST_AUTO_TEST_CASE(a_reset_board_holds_nothing_of_the_last_op) {
+  TwoSides sides(64 * sizeof(float));
+  StagingBoard& board = board_of(*sides.client);
+  board.stage(64);
+  board.published[0].store(32);
+  board.finished.store(1);
+  board.reset();
+  const StagingBoard& seen = board_of(*sides.daemon);
+  BOOST_TEST(seen.staged.load() == 0u);
+  BOOST_TEST(seen.published[0].load() == 0u);
+  BOOST_TEST(seen.finished.load() == 0u);
+}
