@@ -98,7 +98,30 @@ int talk(int argc, char** argv) {
 
 }  // namespace
 
+// ring_client --resized ENDPOINT VALUES: a tensor of shape {4} whose data()
+// was resized to VALUES, through each connected form; prints each error.
+int resized(const std::string& endpoint, std::size_t values) {
+  auto ar = zring::CompressedAllReduce::connect(endpoint, zring::CompressionMethod::parse("none"));
+  zring::TensorMap grads;
+  grads.emplace("w", zring::Tensor(std::vector<float>(4, 1.0f), {4}));
+  grads.at("w").data().resize(values, 1.0f);
+  int refused = 0;
+  auto attempt = [&](const char* form, const auto& call) {
+    try {
+      call();
+      std::cout << form << ": no error\n";
+    } catch (const zring::Error& e) {
+      std::cout << form << ": error " << zring::to_string(e.code()) << " " << e.what() << "\n";
+      refused += e.code() == zring::ErrorCode::invalid_argument;
+    }
+  };
+  attempt("all_reduce", [&] { (void)ar.all_reduce(grads); });
+  attempt("all_reduce_in_place", [&] { ar.all_reduce_in_place(grads); });
+  return refused == 2 ? 0 : 5;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--resized") return resized(argv[2], std::stoul(argv[3]));
   if (argc >= 7 && std::string(argv[1]) == "--talk") {
     try {
       return talk(argc, argv);
@@ -128,7 +151,7 @@ int main(int argc, char** argv) {
       std::size_t bytes = 0;
       for (const auto& [name, t] : grads) bytes += t.numel() * sizeof(float);
       zring::TensorMap result;
-      switch ((round + seed) % 3) {
+      switch ((round + seed) % 4) {
         case 0:
           result = ar.all_reduce(grads);
           break;
@@ -136,6 +159,13 @@ int main(int argc, char** argv) {
           result = grads;
           ar.all_reduce_in_place(result);
           break;
+        case 3: {
+          result = grads;  // the caller's own memory, in place
+          zring::TensorViews views;
+          for (auto& [name, t] : result) views.push_back({name, t.shape(), t.data().data()});
+          ar.all_reduce_in_place(views);
+          break;
+        }
         default:
           if (!shared) {
             zring::TensorShapes shapes;
@@ -151,7 +181,7 @@ int main(int argc, char** argv) {
           ar.all_reduce_in_place(*shared);
           result = shared->to_tensors();
       }
-      if ((round + seed) % 3 != 2 && bytes >= (256u << 10)) expect_zero_copy = false;
+      if ((round + seed) % 4 != 2 && bytes >= (256u << 10)) expect_zero_copy = false;
       for (const auto& [name, t] : result)
         if (t.shape() != grads.at(name).shape()) throw std::runtime_error("shape changed: " + name);
       write_result(result, out);
