@@ -95,6 +95,14 @@ class Connected final : public CompressedAllReduce::Impl {
     local_ = LocalAggregator(method_, world_size_);
   }
 
+  // The SharedTensors in this object's buffer are no longer where a zringd
+  // looks for this process: zero_copy() says so from now on.
+  ~Connected() override {
+    if (const auto tensors = lent_.lock()) tensors->current = false;
+  }
+  Connected(const Connected&) = delete;
+  Connected& operator=(const Connected&) = delete;
+
   TensorMap all_reduce(const TensorMap& gradients) override {
     check_inputs(gradients);
     TensorShapes shapes;

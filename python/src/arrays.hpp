@@ -1,53 +1,71 @@
-// arrays.hpp - dicts of numpy arrays or torch tensors to zring TensorMaps and back.
+// arrays.hpp - numpy arrays and torch tensors as zring reads and writes them.
 //
-// A dict is taken apart while the GIL is held (names, data pointers, shapes,
-// strides, and a reference that keeps each array alive); the values are then
-// copied into zring::Tensors with the GIL released, gathering strided
-// (non-contiguous) arrays element by element. A result comes back without a
-// copy: each Tensor's buffer is moved into the numpy array that is returned
-// (torch.from_numpy shares it again for torch inputs).
+// A dict is taken apart while the GIL is held: names, data pointers, shapes,
+// strides, and a reference that keeps each array alive (for a torch tensor,
+// a numpy view of its memory: no copy). The values are then read or written
+// with the GIL released: a memcpy for a C-contiguous array, a strided walk
+// otherwise.
 #pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
 
 #include <cstddef>
 #include <string>
 #include <vector>
-
-#include <pybind11/pybind11.h>
 #include <zring/tensor.hpp>
 
 namespace zring::python {
 
-// One input array as the copy needs it.
-struct InputArray {
+// One float32 array: where its values are and how they are laid out.
+struct ArrayRef {
   std::string name;
-  pybind11::object keep_alive;         // the numpy array (a view for torch tensors)
-  const char* data = nullptr;          // first element
+  pybind11::object keep_alive;  // the numpy array (a view for torch tensors)
+  char* data = nullptr;         // first element
   std::vector<std::size_t> shape;
-  std::vector<std::ptrdiff_t> strides;  // in bytes; may be negative
+  std::vector<std::ptrdiff_t> strides;  // in bytes; may be negative or 0
   bool is_torch = false;
+  bool writeable = true;
+
+  [[nodiscard]] std::size_t numel() const { return shape_numel(shape); }
+  // Row-major contiguous and float-aligned: usable as a TensorView as it is.
+  [[nodiscard]] bool contiguous() const;
 };
 
-class InputDict {
- public:
-  // Checks and takes apart dict[str, array]; `op` names the call in errors.
-  // Throws zring::Error(invalid_argument) for a key that is not a str, a
-  // value that is neither a numpy array nor a CPU torch tensor, or a dtype
-  // other than float32. Needs the GIL.
-  static InputDict from_dict(const pybind11::dict& tensors, const char* op);
+// Checks and takes apart one value: a numpy array or a CPU torch tensor of
+// float32. Throws zring::Error(invalid_argument) naming the tensor and `op`
+// for anything else (another dtype, a CUDA or sparse tensor, a list, ...).
+// Needs the GIL.
+ArrayRef array_ref(const std::string& name, const pybind11::handle& value, const char* op);
 
-  // Copies the values into Tensors of the same shapes. Needs no GIL.
-  [[nodiscard]] TensorMap to_tensors() const;
+// array_ref of every item of dict[str, array], in the dict's order; a key
+// that is not a str is invalid_argument too. Needs the GIL.
+std::vector<ArrayRef> array_refs(const pybind11::dict& tensors, const char* op);
 
-  // The result as a dict with the input's keys in the input's order, each
-  // value of its input's kind (numpy or torch). Needs the GIL.
-  [[nodiscard]] pybind11::dict to_dict(TensorMap&& result, const char* op) const;
+// A shape given as a sequence of non-negative ints (a tuple, a list, a
+// torch.Size) or one int; invalid_argument naming the tensor otherwise.
+std::vector<std::size_t> shape_from(const pybind11::handle& shape, const std::string& name,
+                                    const char* op);
 
- private:
-  std::vector<InputArray> arrays_;
-};
+// The values of `a` in row-major order into out (a.numel() floats). No GIL.
+void copy_out(const ArrayRef& a, float* out);
+// Row-major values from in over the values of `a`. No GIL.
+void copy_in(const float* in, const ArrayRef& a);
+
+// Copies of the values as zring::Tensors (for the calls that take a
+// TensorMap: all_reduce_with_peers, compress_for_transmission). No GIL.
+TensorMap to_tensors(const std::vector<ArrayRef>& arrays);
+
+// A new, uninitialised C-contiguous float32 numpy array (numpy.empty).
+pybind11::array new_array(const std::vector<std::size_t>& shape);
+
+// A dict with the arrays' names in their order, each value arrays[i] as a
+// numpy array, or as torch.from_numpy of it when refs[i] is a torch tensor.
+pybind11::dict result_dict(const std::vector<ArrayRef>& refs,
+                           const std::vector<pybind11::array>& arrays);
 
 // A numpy array that takes over values' buffer (no copy).
-pybind11::object owning_array(std::vector<float>&& values, const std::vector<std::size_t>& shape);
+pybind11::array owning_array(std::vector<float>&& values, const std::vector<std::size_t>& shape);
 
 // A read-only numpy view of a vector that lives inside `owner`.
 template <typename T>

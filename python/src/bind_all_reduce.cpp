@@ -1,7 +1,5 @@
 // zring.CompressedAllReduce: the client API, taking and giving dicts of arrays.
 #include <chrono>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,58 +8,16 @@
 #include <zring/compressed_all_reduce.hpp>
 #include <zring/error.hpp>
 
+#include "all_reduce_handle.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "in_place.hpp"
+#include "shared_tensors_handle.hpp"
 
 namespace py = pybind11;
 
 namespace zring::python {
 namespace {
-
-// The C++ object and a lock: it is not thread-safe, and every call that
-// does real work runs with the GIL released, so two Python threads could
-// otherwise enter it at once. close() drops it (and, connected, the
-// daemon's hold on this rank) before garbage collection would.
-class AllReduceHandle {
- public:
-  explicit AllReduceHandle(CompressedAllReduce ar) : ar_(std::move(ar)) {}
-
-  // Runs f(ar) with the GIL released and the lock held.
-  template <typename F>
-  auto run(F&& f) {
-    py::gil_scoped_release no_gil;
-    std::lock_guard lock(mutex_);
-    return f(checked());
-  }
-
-  // Observers: cheap, under the lock but with the GIL (they never wait).
-  template <typename F>
-  auto observe(F&& f) {
-    std::lock_guard lock(mutex_);
-    return f(checked());
-  }
-
-  void close() {
-    py::gil_scoped_release no_gil;
-    std::lock_guard lock(mutex_);
-    ar_.reset();
-  }
-  bool closed() {
-    std::lock_guard lock(mutex_);
-    return !ar_;
-  }
-
- private:
-  CompressedAllReduce& checked() {
-    if (!ar_)
-      throw Error(ErrorCode::invalid_argument,
-                  "CompressedAllReduce: this object was closed; make a new one (or connect again)");
-    return *ar_;
-  }
-
-  std::mutex mutex_;
-  std::optional<CompressedAllReduce> ar_;
-};
 
 std::vector<CompressedMap> peer_maps(const py::list& peers) {
   std::vector<CompressedMap> out;
@@ -83,24 +39,69 @@ std::vector<CompressedMap> peer_maps(const py::list& peers) {
   return out;
 }
 
+// New result arrays, each input copied into its own, reduced there in place.
 py::dict all_reduce(AllReduceHandle& self, const py::dict& gradients) {
-  const InputDict in = InputDict::from_dict(gradients, "all_reduce");
-  TensorMap result = self.run([&](CompressedAllReduce& ar) { return ar.all_reduce(in.to_tensors()); });
-  return in.to_dict(std::move(result), "all_reduce");
+  const std::vector<ArrayRef> in = array_refs(gradients, "all_reduce");
+  std::vector<py::array> results;
+  TensorViews views;
+  results.reserve(in.size());
+  views.reserve(in.size());
+  for (const ArrayRef& a : in) {
+    results.push_back(new_array(a.shape));
+    views.push_back({a.name, a.shape, static_cast<float*>(results.back().mutable_data())});
+  }
+  self.run([&](CompressedAllReduce& ar) {
+    for (std::size_t i = 0; i < in.size(); ++i) copy_out(in[i], views[i].data);
+    ar.all_reduce_in_place(views);
+  });
+  return result_dict(in, results);
+}
+
+void all_reduce_in_place(AllReduceHandle& self, const py::object& tensors) {
+  if (py::isinstance<SharedTensorsHandle>(tensors)) {
+    SharedTensors shared = tensors.cast<SharedTensorsHandle&>().checked("all_reduce_in_place");
+    self.run([&](CompressedAllReduce& ar) { ar.all_reduce_in_place(shared); });
+    return;
+  }
+  if (!py::isinstance<py::dict>(tensors))
+    throw py::type_error(
+        "all_reduce_in_place: takes a dict[str, array] or a zring.SharedTensors, not " +
+        py::str(py::type::handle_of(tensors).attr("__name__")).cast<std::string>());
+  const InPlaceDict in = InPlaceDict::from_dict(tensors.cast<py::dict>(), "all_reduce_in_place");
+  self.run([&](CompressedAllReduce& ar) { in.reduce(ar); });
+}
+
+void all_reduce_in_place_packed(AllReduceHandle& self, const py::object& buffer,
+                                const py::object& layout) {
+  const PackedBuffer packed = PackedBuffer::from(buffer, layout, "all_reduce_in_place_packed");
+  self.run([&](CompressedAllReduce& ar) { packed.reduce(ar); });
+}
+
+SharedTensorsHandle make_shared_tensors(AllReduceHandle& self, const py::dict& shapes) {
+  const TensorShapes parsed = tensor_shapes_from(shapes, "make_shared_tensors");
+  return SharedTensorsHandle(
+      self.run([&](CompressedAllReduce& ar) { return ar.make_shared_tensors(parsed); }));
 }
 
 py::dict all_reduce_with_peers(AllReduceHandle& self, const py::dict& gradients, const py::list& peers) {
-  const InputDict in = InputDict::from_dict(gradients, "all_reduce_with_peers");
+  const std::vector<ArrayRef> in = array_refs(gradients, "all_reduce_with_peers");
   const std::vector<CompressedMap> maps = peer_maps(peers);
   TensorMap result = self.run(
-      [&](CompressedAllReduce& ar) { return ar.all_reduce_with_peers(in.to_tensors(), maps); });
-  return in.to_dict(std::move(result), "all_reduce_with_peers");
+      [&](CompressedAllReduce& ar) { return ar.all_reduce_with_peers(to_tensors(in), maps); });
+  std::vector<py::array> arrays;
+  for (const ArrayRef& a : in) {
+    const auto found = result.find(a.name);
+    if (found == result.end())
+      throw Error(ErrorCode::internal, "all_reduce_with_peers: no result for tensor '" + a.name + "'");
+    arrays.push_back(owning_array(std::move(found->second.data()), a.shape));
+  }
+  return result_dict(in, arrays);
 }
 
 py::dict compress_for_transmission(AllReduceHandle& self, const py::dict& gradients) {
-  const InputDict in = InputDict::from_dict(gradients, "compress_for_transmission");
+  const std::vector<ArrayRef> in = array_refs(gradients, "compress_for_transmission");
   CompressedMap result =
-      self.run([&](CompressedAllReduce& ar) { return ar.compress_for_transmission(in.to_tensors()); });
+      self.run([&](CompressedAllReduce& ar) { return ar.compress_for_transmission(to_tensors(in)); });
   py::dict out;
   for (auto& [name, gradient] : result) out[py::str(name)] = py::cast(std::move(gradient));
   return out;
@@ -135,6 +136,11 @@ modified). Every rank must pass the same names, shapes and method. The GIL is
 released while values are copied and reduced. With error feedback, residuals
 are kept per tensor name (in the daemon when connected), so keep names stable
 across steps.
+
+Without copies: all_reduce_in_place(dict) writes the averages over the
+arrays themselves; make_shared_tensors(shapes) gives tensors that live in the
+buffer zringd reads (zring.SharedTensors), which all_reduce_in_place(shared)
+reduces with no copy at all.
 
 Not meant to be shared by threads (calls are serialised). close(), or a
 `with` block, releases the connection.
@@ -187,6 +193,39 @@ or 'timeout') when the daemon does not answer.
       .def("all_reduce", &all_reduce, py::arg("gradients"),
            "Compresses, aggregates and averages gradients (dict[str, array]) across the group; "
            "returns a dict of the same names, kinds and shapes.")
+      .def("all_reduce_in_place", &all_reduce_in_place, py::arg("tensors"), R"doc(
+The op of all_reduce, with the averages written over the values themselves
+(the same bits all_reduce returns). tensors: a dict[str, array] (numpy
+arrays or CPU torch tensors of float32) or a zring.SharedTensors.
+
+A C-contiguous array is reduced where it is (no copy in Python or in the
+glue; connected, the client stages it through the shared buffer while the
+ring runs). Any other array (transposed, sliced with steps, reversed) is
+gathered into a temporary, reduced in the same op and scattered back.
+Refused with zring.Error (kind 'invalid_argument', naming the tensor): a
+read-only array, one whose elements share memory (broadcast_to, expand),
+two arrays that overlap in memory, and whatever all_reduce refuses. Each
+call is a new op: the dict may change its tensors and shapes between calls
+(every rank the same way). When it raises, the values are unchanged, except
+after an op that failed half-way (then partly averaged: set them again
+before retrying). Returns None.
+)doc")
+      .def("all_reduce_in_place_packed", &all_reduce_in_place_packed, py::arg("buffer"),
+           py::arg("layout"), R"doc(
+all_reduce_in_place of tensors laid out one after another in one buffer (a
+DDP bucket): buffer a writeable C-contiguous float32 numpy array or CPU torch
+tensor, layout a sequence of (name, shape) pairs whose sizes add up to the
+buffer's. Each (name, shape) is a tensor of its own (a method applies per
+tensor, error feedback keeps one residual per name), reduced in the buffer.
+)doc")
+      .def("make_shared_tensors", &make_shared_tensors, py::arg("shapes"), R"doc(
+A zring.SharedTensors of the given shapes (dict[str, tuple of ints]),
+zero-filled. Connected, they live in a buffer this process shares with its
+zringd: all_reduce_in_place(shared) copies nothing. The most recently made
+SharedTensors of an object keeps that buffer until an all_reduce of 256 KiB
+or more of other tensors needs it (then shared.zero_copy turns False and it
+works with a copy each way). Standalone, they are ordinary memory.
+)doc")
       .def("all_reduce_with_peers", &all_reduce_with_peers, py::arg("gradients"), py::arg("peers"),
            "The average given the other ranks' compressed gradients (a list of one "
            "dict[str, CompressedGradient] per other rank). Raises zring.Error with kind "

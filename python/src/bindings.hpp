@@ -11,5 +11,7 @@ void bind_errors(pybind11::module_& m);
 void bind_method(pybind11::module_& m);
 // zring.CompressedAllReduce and zring.Traffic.
 void bind_all_reduce(pybind11::module_& m);
+// zring.SharedTensors (shared_tensors_handle.hpp).
+void bind_shared_tensors(pybind11::module_& m);
 
 }  // namespace zring::python

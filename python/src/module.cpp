@@ -47,6 +47,7 @@ PYBIND11_MODULE(_zring, m) {
   m.doc() = "The compiled part of zring: see help(zring).";
   zring::python::bind_errors(m);
   zring::python::bind_method(m);
+  zring::python::bind_shared_tensors(m);
   zring::python::bind_all_reduce(m);
   m.def("version", &zring::version, "The version of libzring this module runs with.");
   m.def(

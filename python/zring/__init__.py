@@ -10,11 +10,15 @@ average of what each rank compressed with the chosen method.
     ar.rank, ar.world_size, ar.traffic
 
 Tensors are dicts of numpy arrays or CPU torch tensors (float32, any shape,
-contiguous or not); results come back as the same kind and shape.
+contiguous or not); results come back as the same kind and shape. Without
+copies: ar.all_reduce_in_place(dict) writes the averages over the arrays,
+and ar.make_shared_tensors({"w": (512, 64)}) gives tensors in the buffer
+zringd reads (SharedTensors: shared["w"] is a numpy view of it), reduced by
+ar.all_reduce_in_place(shared).
 
 Classes: CompressionMethod (parse("quant:8"), str()), CompressedAllReduce
-(standalone or connect(...)), CompressedGradient, Traffic, CompressionKind,
-ErrorCode, and the exception Error (.kind, .code, .message).
+(standalone or connect(...)), SharedTensors, CompressedGradient, Traffic,
+CompressionKind, ErrorCode, and the exception Error (.kind, .code, .message).
 Functions: daemon_status(endpoint), version().
 Submodules: zring.torch (a DDP communication hook and a Horovod-style
 DistributedOptimizer), zring.local_ring (a ring of zringd on 127.0.0.1 for
@@ -30,6 +34,7 @@ from ._zring import (
     CompressionKind,
     CompressionMethod,
     ErrorCode,
+    SharedTensors,
     Traffic,
     version,
 )
@@ -44,6 +49,7 @@ __all__ = [
     "CompressionMethod",
     "Error",
     "ErrorCode",
+    "SharedTensors",
     "Traffic",
     "daemon_status",
     "version",

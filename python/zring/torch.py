@@ -13,8 +13,10 @@ gradients:
 
 Optimizer wrapper, in the spirit of Horovod's DistributedOptimizer, for code
 without DDP: step() first replaces every gradient by its average over the
-ranks, then runs the wrapped optimizer. Start every rank from the same
-weights (same seed, or load the same checkpoint):
+ranks, then runs the wrapped optimizer; the gradients live in the buffer
+zringd reads (zring.SharedTensors), so backward writes them where the ring
+takes them from. Start every rank from the same weights (same seed, or load
+the same checkpoint):
 
     opt = zring.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                            model.named_parameters(),
@@ -83,6 +85,12 @@ class HookState:
     sent as its parameters' gradients, one tensor each, so a method applies
     per parameter (top-k keeps 1% of every weight) and the residuals of error
     feedback follow a parameter even when DDP rebuilds its buckets.
+
+    No copies in Python: a CPU float32 bucket is reduced where it is (each
+    parameter's gradient is a slice of bucket.buffer(); the C++ client stages
+    it through the shared buffer while the ring runs) and the future's value
+    is that buffer. Any other bucket (CUDA) is copied to the CPU and back.
+    buckets_in_place and buckets_copied count the two.
     """
 
     def __init__(self, endpoint=None, method="none", *, model=None, local_rank=0,
@@ -93,6 +101,8 @@ class HookState:
         self._names = {}
         self._lock = threading.Lock()
         self._checked_world = False
+        self.buckets_in_place = 0
+        self.buckets_copied = 0
         if model is not None:
             for name, p in model.named_parameters():
                 self._names.setdefault(id(p), name)
@@ -139,21 +149,50 @@ class HookState:
             raise Error("internal", f"zring.torch.comm_hook: bucket {bucket.index()} has "
                                     f"{len(params)} parameters but {len(grads)} gradients")
         names = [self._name(p) for p in params]
-        tensors = {name: _to_cpu(g) for name, g in zip(names, grads)}
+        layout = _bucket_layout(buffer, names, params, grads)
         future = torch.futures.Future()
+        if layout is not None:
+            self.buckets_in_place += 1
 
-        def run():
-            try:
-                averaged = self.allreduce.all_reduce(tensors)
-                with torch.no_grad():
-                    for name, g in zip(names, grads):
-                        g.copy_(averaged[name])
-                future.set_result(buffer)
-            except BaseException as e:  # noqa: BLE001 - handed to DDP, which raises it
-                future.set_exception(e)
+            def run():
+                try:
+                    self.allreduce.all_reduce_in_place_packed(buffer, layout)
+                    future.set_result(buffer)
+                except BaseException as e:  # noqa: BLE001 - handed to DDP, which raises it
+                    future.set_exception(e)
+        else:
+            self.buckets_copied += 1
+            tensors = {name: _to_cpu(g) for name, g in zip(names, grads)}
+
+            def run():
+                try:
+                    averaged = self.allreduce.all_reduce(tensors)
+                    with torch.no_grad():
+                        for name, g in zip(names, grads):
+                            g.copy_(averaged[name])
+                    future.set_result(buffer)
+                except BaseException as e:  # noqa: BLE001 - handed to DDP, which raises it
+                    future.set_exception(e)
 
         self._worker.submit(run)
         return future
+
+
+def _bucket_layout(buffer, names, params, grads):
+    """[(name, shape)] of the parameters' gradients as they lie in the bucket's
+    buffer, one after another in parameter order; None when the buffer is not
+    one CPU float32 contiguous tensor laid out that way (then the hook copies)."""
+    if (buffer.device.type != "cpu" or buffer.dtype != torch.float32
+            or buffer.layout != torch.strided or not buffer.is_contiguous()):
+        return None
+    layout, at, start = [], 0, buffer.data_ptr()
+    for name, p, g in zip(names, params, grads):
+        n = p.numel()
+        if n and (g.data_ptr() != start + 4 * at or g.numel() != n):
+            return None
+        layout.append((name, tuple(p.shape)))
+        at += n
+    return layout if at == buffer.numel() else None
 
 
 def comm_hook(state, bucket):
@@ -179,10 +218,17 @@ class DistributedOptimizer:
     without them parameters are named group<g>.param<i>. endpoint, method,
     local_rank, timeout_ms: as CompressedAllReduce.connect (or allreduce=).
 
-    All gradients go in one all-reduce per step (zringd fuses them). A
-    parameter that requires grad but has none this step contributes zeros,
-    so every rank submits the same tensors. Everything else (zero_grad,
-    param_groups, state_dict, ...) is the wrapped optimizer's.
+    The gradients live in the buffer zringd reads: at construction every
+    parameter that requires grad gets a slot in one zring.SharedTensors
+    (self.shared) and, on the CPU, its .grad becomes a torch view of that slot,
+    so backward accumulates straight into it and step() reduces them all in
+    one op with no copy. A gradient that was replaced meanwhile
+    (zero_grad(set_to_none=True), an assignment to p.grad) is copied into its
+    slot once and p.grad points at the slot again; a parameter without one
+    contributes zeros, so every rank submits the same tensors. Parameters on
+    another device (CUDA) are copied into their slot and back each step.
+    Everything else (param_groups, state_dict, ...) is the wrapped
+    optimizer's; zero_grad() zeroes the slots in place.
     """
 
     def __init__(self, optimizer, named_parameters=None, *, endpoint=None, method="none",
@@ -192,8 +238,25 @@ class DistributedOptimizer:
                                             f"a torch.optim.Optimizer, not {type(optimizer).__name__}")
         self.optimizer = optimizer
         self._named = self._names(optimizer, named_parameters)
+        for name, p in self._named:
+            if p.requires_grad and p.dtype != torch.float32:
+                raise Error("invalid_argument", f"zring.torch.DistributedOptimizer: parameter "
+                                                f"'{name}' is {p.dtype}; zring reduces float32 "
+                                                "only (use model.float())")
         self.allreduce = _checked_allreduce(allreduce, endpoint, method, local_rank, timeout_ms,
                                             "zring.torch.DistributedOptimizer")
+        reduced = [(name, p) for name, p in self._named if p.requires_grad]
+        self.shared = self.allreduce.make_shared_tensors(
+            {name: tuple(p.shape) for name, p in reduced})
+        self._slots = []
+        with torch.no_grad():
+            for name, p in reduced:
+                slot = self.shared.torch(name)
+                if p.grad is not None:
+                    slot.copy_(p.grad)
+                if p.device.type == "cpu":
+                    p.grad = slot
+                self._slots.append((name, p, slot))
 
     @staticmethod
     def _names(optimizer, named_parameters):
@@ -224,25 +287,31 @@ class DistributedOptimizer:
 
     def synchronize(self):
         """Replaces every gradient by its average over the ranks (done by step())."""
-        grads = {}
-        for name, p in self._named:
-            if not p.requires_grad:
-                continue
-            if p.grad is not None and p.grad.is_sparse:
-                raise Error("invalid_argument", f"zring.torch.DistributedOptimizer: '{name}' has "
-                                                "a sparse gradient; zring reduces dense ones")
-            grads[name] = _to_cpu(p.grad) if p.grad is not None else torch.zeros(p.shape)
-        if not grads:
+        if not self._slots:
             return
-        averaged = self.allreduce.all_reduce(grads)
         with torch.no_grad():
-            for name, p in self._named:
-                if name not in averaged:
+            for name, p, slot in self._slots:
+                g = p.grad
+                if g is not None and _same_memory(g, slot):
+                    continue  # backward accumulated into the slot: nothing to copy
+                if g is None:
+                    slot.zero_()
+                elif g.is_sparse:
+                    raise Error("invalid_argument", f"zring.torch.DistributedOptimizer: '{name}' "
+                                                    "has a sparse gradient; zring reduces dense ones")
+                else:
+                    slot.copy_(g)  # replaced meanwhile, or on another device
+                if p.device.type == "cpu":
+                    p.grad = slot
+        self.allreduce.all_reduce_in_place(self.shared)
+        with torch.no_grad():
+            for name, p, slot in self._slots:
+                if p.device.type == "cpu":
                     continue
                 if p.grad is None:
-                    p.grad = averaged[name].to(p.device).view(p.shape)
+                    p.grad = slot.to(p.device)
                 else:
-                    p.grad.copy_(averaged[name])
+                    p.grad.copy_(slot)
 
     def step(self, closure=None):
         """closure (if any) first, then synchronize(), then the optimizer's step."""
@@ -255,6 +324,9 @@ class DistributedOptimizer:
         return loss
 
     def zero_grad(self, set_to_none=False):
+        """The wrapped optimizer's zero_grad: in place by default, so the
+        gradients stay in their slots; set_to_none=True drops them (the next
+        step copies the new ones in once)."""
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self):
@@ -272,4 +344,13 @@ class DistributedOptimizer:
         return self.optimizer.state
 
     def close(self):
+        """Drops the shared tensors and the connection. The gradients stay
+        valid tensors (their memory lives while they do)."""
+        self.shared.close()
         self.allreduce.close()
+
+
+def _same_memory(grad, slot):
+    return (grad.data_ptr() == slot.data_ptr() and grad.shape == slot.shape
+            and grad.stride() == slot.stride() and grad.dtype == slot.dtype
+            and grad.device == slot.device)

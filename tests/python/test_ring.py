@@ -31,30 +31,61 @@ def run_ranks(processes, ring, tmp_path, label, argv_of):
     return [read(o, "rb") for o in outs]
 
 
+def cpp_and_python_results(processes, ring, tmp_path, method, rounds, sizes, kinds, seed=4242):
+    """What ring_client gets on every rank, then what Python ranks get, rank r
+    handing its tensors over as kinds[r] (ring_worker.py)."""
+    from conftest import PYTHON, WORKERS
+
+    def cpp(r, out):
+        return [ring_client_path, ring.ipc(r), "0", method, str(seed), str(rounds), sizes, out,
+                "20000"]
+
+    def python(r, out):
+        return [PYTHON, os.path.join(WORKERS, "ring_worker.py"), ring.ipc(r), "0", method,
+                str(seed), str(rounds), sizes, out, kinds[r]]
+
+    ring_client_path = os.environ["ZRING_RING_CLIENT"]
+    expected = run_ranks(processes, ring, tmp_path, "cpp", cpp)
+    got = run_ranks(processes, ring, tmp_path, "py", python)
+    per_round = 4 * sum(int(s) for s in sizes.split(","))
+    assert len(expected[0]) == rounds * per_round
+    for r in range(ring.world_size):
+        assert expected[r] == expected[0], f"C++ rank {r} differs from rank 0"
+    return expected, got
+
+
 @pytest.mark.parametrize("method,rounds", [
     ("none", 1), ("fp16", 1), ("quant:4", 1), ("sign", 1), ("topk:1%", 1),
     ("ef:topk:1%", 3), ("ef:sign", 3), ("ef:quant:2", 2)])
 def test_python_ranks_get_the_bits_cpp_ranks_get(method, rounds, local_ring, processes,
                                                  ring_client, tmp_path):
     ring = local_ring(3)
-    seed = 4242
-
-    def cpp(r, out):
-        return [ring_client, ring.ipc(r), "0", method, str(seed), str(rounds), SIZES, out, "20000"]
-
-    def python(r, out):
-        return [processes_python, os.path.join(WORKERS, "ring_worker.py"), ring.ipc(r), "0",
-                method, str(seed), str(rounds), SIZES, out, KINDS[r]]
-
-    from conftest import PYTHON as processes_python, WORKERS  # noqa: N813
-
-    expected = run_ranks(processes, ring, tmp_path, "cpp", cpp)
-    got = run_ranks(processes, ring, tmp_path, "py", python)
-    per_round = 4 * sum(int(s) for s in SIZES.split(","))
-    assert len(expected[0]) == rounds * per_round
+    expected, got = cpp_and_python_results(processes, ring, tmp_path, method, rounds, SIZES, KINDS)
     for r in range(3):
-        assert expected[r] == expected[0], f"C++ rank {r} differs from rank 0"
         assert got[r] == expected[r], f"{method}: Python rank {r} ({KINDS[r]}) differs from C++"
+
+
+# Rank r reduces in place as IN_PLACE_KINDS[i][r]; LARGE goes through the
+# client's staged path (256 KiB or more), SIZES through a message.
+LARGE = "3,70001"
+IN_PLACE_KINDS = [["in_place", "in_place_torch_strided", "shared"],
+                  ["shared", "packed", "in_place_strided"]]
+
+
+@pytest.mark.parametrize("kinds", IN_PLACE_KINDS, ids=["-".join(k) for k in IN_PLACE_KINDS])
+@pytest.mark.parametrize("sizes", [SIZES, LARGE], ids=["small", "staged"])
+@pytest.mark.parametrize("method,rounds", [("none", 2), ("quant:4", 1), ("ef:topk:1%", 3)])
+def test_in_place_ranks_get_the_bits_of_all_reduce(method, rounds, sizes, kinds, local_ring,
+                                                   processes, ring_client, tmp_path):
+    # ring_client's rounds go through all_reduce (and its in-place forms):
+    # every way of reducing in place from Python gives the same bits.
+    ring = local_ring(3)
+    expected, got = cpp_and_python_results(processes, ring, tmp_path, method, rounds, sizes, kinds)
+    for r in range(3):
+        assert got[r] == expected[r], f"{method}: Python rank {r} ({kinds[r]}) differs from C++"
+        if kinds[r] == "shared":
+            report = read(str(tmp_path / f"py-rank{r}.txt"))
+            assert report.split() == ["zero_copy=1", "aliased=1"], report
 
 
 def test_the_ring_average_is_the_true_average_for_none(local_ring):
@@ -119,3 +150,121 @@ def test_ring_errors_reach_python_as_zring_error(local_ring):
         ar.all_reduce({"w": np.ones(10, np.float32)})
     assert caught.value.kind in ("peer_lost", "timeout", "aborted"), caught.value
     ar.close()
+
+
+def on_every_rank(ring, method, work, timeout_ms=20000):
+    """work(ar) on one thread per node, each with its own connection: the
+    results by rank. (The ranks wait for each other inside the ops, so this
+    also shows the GIL is released there.)"""
+    results, errors = {}, []
+
+    def rank(node):
+        try:
+            with zring.CompressedAllReduce.connect(ring.ipc(node), method,
+                                                   timeout_ms=timeout_ms) as ar:
+                results[ar.rank] = work(ar)
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank, args=(n,)) for n in range(ring.world_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sorted(results) == list(range(ring.world_size))
+    return results
+
+
+def test_in_place_dicts_may_change_their_shapes_between_ops(local_ring):
+    ring = local_ring(2)
+    shapes = [(10,), (4, 3), (), (0,), (70001,)]
+
+    def work(ar):
+        tensors, got, returned = {}, [], []
+        for step, shape in enumerate(shapes):
+            tensors["w"] = make_gradients(3, step, ar.rank, [int(np.prod(shape))])["t000"].reshape(shape)
+            returned.append(ar.all_reduce({"w": tensors["w"]})["w"])
+            ar.all_reduce_in_place(tensors)
+            got.append(tensors["w"])
+        return got, returned
+
+    results = on_every_rank(ring, "quant:4", work)
+    for step, shape in enumerate(shapes):
+        for r in range(2):
+            got, returned = results[r][0][step], results[r][1][step]
+            assert got.shape == shape
+            assert got.tobytes() == returned.tobytes() == results[0][0][step].tobytes()
+
+
+def test_shared_tensors_on_a_ring_alias_the_buffer_and_outlive_their_objects(local_ring):
+    ring = local_ring(2)
+
+    def work(ar):
+        shared = ar.make_shared_tensors({"w": (300, 100), "b": (7,)})
+        assert shared.zero_copy and ar.connected
+        w, b = shared["w"], shared["b"]
+        assert np.shares_memory(w, shared.values) and w.base is not None
+        w[...] = ar.rank + 1.0
+        b[...] = np.arange(7, dtype=np.float32) * (ar.rank + 1)
+        ar.all_reduce_in_place(shared)
+        first = (w.copy(), b.copy())
+        # Through the torch view as well: the same memory.
+        t = shared.torch("w")
+        assert t.data_ptr() == w.ctypes.data
+        t.fill_(2.0 * ar.rank)
+        ar.all_reduce_in_place(shared)
+        second = w.copy()
+        still_zero_copy = shared.zero_copy
+        shared.close()
+        with pytest.raises(zring.Error) as closed:
+            ar.all_reduce_in_place(shared)
+        w[0, 0] = 42.0  # a plain array now: its memory is still there
+        return first, second, still_zero_copy, closed.value, w[0, 0]
+
+    results = on_every_rank(ring, "none", work)
+    for r in range(2):
+        (w, b), second, still_zero_copy, error, kept = results[r]
+        assert np.all(w == 1.5) and np.array_equal(b, np.arange(7, dtype=np.float32) * 1.5)
+        assert np.all(second == 1.0) and still_zero_copy
+        assert error.kind == "invalid_argument" and "closed" in error.message
+        assert kept == 42.0
+
+
+def test_shared_tensors_outlive_their_connection(local_ring):
+    # Made by one connection, reduced through another once it is gone: it
+    # still works (with a copy), and the views made before see the averages.
+    ring = local_ring(2)
+    first = {}
+
+    def make(ar):
+        shared = ar.make_shared_tensors({"g": (1000,)})
+        shared["g"][...] = ar.rank + 1.0
+        first[ar.rank] = shared
+        return ar.rank
+
+    on_every_rank(ring, "none", make)
+
+    def reduce(ar):
+        shared = first[ar.rank]
+        view = shared["g"]
+        ar.all_reduce_in_place(shared)
+        return view.copy()
+
+    results = on_every_rank(ring, "none", reduce)
+    for r in range(2):
+        assert np.all(results[r] == 1.5)
+
+
+def test_in_place_ops_that_disagree_are_manifest_mismatch_and_leave_values(local_ring):
+    ring = local_ring(2)
+
+    def work(ar):
+        x = np.full(10 + ar.rank, 3.0, np.float32)
+        with pytest.raises(zring.Error) as caught:
+            ar.all_reduce_in_place({"w": x})
+        return caught.value, x
+
+    for error, x in on_every_rank(ring, "none", work).values():
+        assert error.kind == "manifest_mismatch" and "'w'" in error.message
+        assert np.all(x == 3.0)

@@ -26,8 +26,8 @@ def train(processes, ring, tmp_path, method, steps, *extra):
     for r in range(2):
         assert statuses[r] == 0, f"worker {r}:\n{read(logs[r])}"
     params = [np.frombuffer(read(o, "rb"), dtype=np.float32) for o in outs]
-    traffic = [int(read(o + ".txt").split("=")[1]) for o in outs]
-    return params, traffic
+    reports = [dict(item.split("=") for item in read(o + ".txt").split()) for o in outs]
+    return params, reports
 
 
 def initial_parameters():
@@ -44,11 +44,14 @@ def initial_parameters():
 @pytest.mark.parametrize("method", ["none", "ef:topk:10%", "ef:sign"])
 def test_ddp_hook_keeps_workers_identical(method, local_ring, processes, tmp_path):
     ring = local_ring(2)
-    params, traffic = train(processes, ring, tmp_path, method, 6)
+    params, reports = train(processes, ring, tmp_path, method, 6)
     assert params[0].size == initial_parameters().size
     assert params[0].tobytes() == params[1].tobytes(), "workers' parameters differ"
     assert not np.array_equal(params[0], initial_parameters()), "nothing was trained"
-    assert all(t > 0 for t in traffic), "no bytes went through zring"
+    for report in reports:
+        assert int(report["traffic"]) > 0, "no bytes went through zring"
+        # CPU buckets are reduced where they are, never copied.
+        assert int(report["in_place"]) >= 6 and report["copied"] == "0", report
 
 
 def test_ddp_hook_matches_the_optimizer_wrapper_for_none(local_ring, processes, tmp_path):
@@ -65,9 +68,12 @@ def test_ddp_hook_matches_the_optimizer_wrapper_for_none(local_ring, processes, 
 
 def test_optimizer_wrapper_keeps_workers_identical_with_error_feedback(local_ring, processes, tmp_path):
     ring = local_ring(2)
-    params, _ = train(processes, ring, tmp_path, "ef:topk:1%", 6, "--optimizer")
+    params, reports = train(processes, ring, tmp_path, "ef:topk:1%", 6, "--optimizer")
     assert params[0].tobytes() == params[1].tobytes()
     assert not np.array_equal(params[0], initial_parameters())
+    for report in reports:
+        # The gradients stayed in the buffer zringd reads, all along.
+        assert report["grads_in_shared"] == "1" and report["zero_copy"] == "1", report
 
 
 def test_optimizer_wrapper_standalone_world_size_1_is_plain_sgd():
@@ -152,3 +158,149 @@ def test_ddp_hook_refuses_a_ring_of_another_size(gloo_world_of_one, local_ring):
         ddp(torch.randn(4, 3)).sum().backward()
     assert "DDP's process group has 1 ranks but the zring ring has 2" in str(caught.value)
     state.close()
+
+
+def grads_lie_in(shared, params):
+    values = shared.values
+    start, end = values.ctypes.data, values.ctypes.data + values.nbytes
+    return [start <= p.grad.data_ptr() < end for p in params]
+
+
+def small_net(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3))
+
+
+def test_optimizer_wrapper_keeps_the_gradients_in_the_shared_buffer():
+    plain, wrapped_net = small_net(5), small_net(5)
+    frozen = wrapped_net[2].bias
+    frozen.requires_grad_(False)
+    plain[2].bias.requires_grad_(False)
+    opt = zring.torch.DistributedOptimizer(
+        torch.optim.SGD(wrapped_net.parameters(), lr=0.1, momentum=0.5),
+        wrapped_net.named_parameters(), allreduce=zring.CompressedAllReduce("none", 1))
+    reference = torch.optim.SGD(plain.parameters(), lr=0.1, momentum=0.5)
+    trained = [p for p in wrapped_net.parameters() if p.requires_grad]
+    assert opt.shared.names == ["0.bias", "0.weight", "2.weight"] and frozen.grad is None
+    assert all(grads_lie_in(opt.shared, trained)), "p.grad is not a view of its slot"
+    slots = [p.grad.data_ptr() for p in trained]
+    x = torch.randn(6, 5)
+    for step in range(5):
+        set_to_none = step == 2
+        for net, o in ((plain, reference), (wrapped_net, opt)):
+            o.zero_grad(set_to_none=set_to_none)
+            if set_to_none:
+                assert all(p.grad is None for p in net.parameters())
+            elif net is wrapped_net:
+                assert [p.grad.data_ptr() for p in trained] == slots and not opt.shared.values.any()
+            net(x).square().sum().backward()
+            if step == 3:  # an assigned gradient is taken as it is
+                net[0].bias.grad = torch.full((7,), 0.25)
+            o.step()
+        assert [p.grad.data_ptr() for p in trained] == slots, f"step {step}: not back in the slots"
+        for a, b in zip(plain.parameters(), wrapped_net.parameters()):
+            assert torch.equal(a, b), f"step {step}"
+    assert opt.traffic.ops == 5
+
+
+def test_optimizer_wrapper_averages_what_all_reduce_would():
+    plain, wrapped_net = small_net(6), small_net(6)
+    method = "ef:quant:4"
+    opt = zring.torch.DistributedOptimizer(torch.optim.SGD(wrapped_net.parameters(), lr=0.1),
+                                           wrapped_net.named_parameters(),
+                                           allreduce=zring.CompressedAllReduce(method, 1))
+    reference_ar = zring.CompressedAllReduce(method, 1)
+    reference = torch.optim.SGD(plain.parameters(), lr=0.1)
+    x = torch.randn(6, 5)
+    for _ in range(3):
+        opt.zero_grad()
+        wrapped_net(x).square().sum().backward()
+        opt.step()
+        reference.zero_grad()
+        plain(x).square().sum().backward()
+        averaged = reference_ar.all_reduce({n: p.grad for n, p in plain.named_parameters()})
+        with torch.no_grad():
+            for n, p in plain.named_parameters():
+                assert not torch.equal(p.grad, averaged[n]), "the method changed nothing"
+                p.grad.copy_(averaged[n])
+        reference.step()
+        for a, b in zip(plain.parameters(), wrapped_net.parameters()):
+            assert torch.equal(a, b)
+
+
+def test_optimizer_wrapper_refuses_parameters_that_are_not_float32():
+    net = torch.nn.Linear(3, 2).double()
+    with pytest.raises(zring.Error) as caught:
+        zring.torch.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1),
+                                         net.named_parameters(),
+                                         allreduce=zring.CompressedAllReduce("none", 1))
+    assert caught.value.kind == "invalid_argument" and "torch.float64" in caught.value.message
+    assert "'weight'" in caught.value.message
+
+
+def test_ddp_hook_reduces_buckets_in_place_with_the_bits_of_per_parameter_all_reduce(
+        gloo_world_of_one):
+    method = "ef:topk:10%"
+    hooked, plain = small_net(8), small_net(8)
+    ddp = torch.nn.parallel.DistributedDataParallel(hooked, bucket_cap_mb=0.0002)
+    state = zring.torch.HookState(allreduce=zring.CompressedAllReduce(method, 1), model=ddp)
+    ddp.register_comm_hook(state, zring.torch.comm_hook)
+    reference_ar = zring.CompressedAllReduce(method, 1)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (ddp, plain)]
+    x, y = torch.randn(10, 5), torch.randn(10, 3)
+    for _ in range(3):
+        for o in opts:
+            o.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x), y).backward()
+        torch.nn.functional.mse_loss(plain(x), y).backward()
+        averaged = reference_ar.all_reduce({n: p.grad for n, p in plain.named_parameters()})
+        with torch.no_grad():
+            for n, p in plain.named_parameters():
+                p.grad.copy_(averaged[n])
+        for o in opts:
+            o.step()
+        for a, b in zip(plain.parameters(), hooked.parameters()):
+            assert torch.equal(a, b)
+    assert state.buckets_in_place >= 3 and state.buckets_copied == 0
+    state.close()
+
+
+class FakeBucket:
+    """What the hook reads of a torch.distributed.GradBucket."""
+
+    def __init__(self, buffer, params):
+        self._buffer, self._params = buffer, params
+        self._grads, at = [], 0
+        for p in params:
+            self._grads.append(buffer[at:at + p.numel()].view(p.shape)
+                               if buffer.is_contiguous() else buffer[at:at + p.numel()])
+            at += p.numel()
+
+    def buffer(self):
+        return self._buffer
+
+    def gradients(self):
+        return self._grads
+
+    def parameters(self):
+        return self._params
+
+    def index(self):
+        return 0
+
+
+def test_ddp_hook_copies_a_bucket_it_cannot_reduce_in_place():
+    params = [torch.nn.Parameter(torch.zeros(4)), torch.nn.Parameter(torch.zeros(6))]
+    grads = torch.from_numpy(np.random.default_rng(1).standard_normal(10).astype(np.float32))
+    expected = zring.CompressedAllReduce("topk:2", 1).all_reduce(
+        {"param0": grads[:4], "param1": grads[4:]})
+    for contiguous in (True, False):
+        state = zring.torch.HookState(allreduce=zring.CompressedAllReduce("topk:2", 1))
+        buffer = grads.clone() if contiguous else torch.zeros(20)[::2]
+        if not contiguous:
+            buffer.copy_(grads)
+        result = state.reduce_bucket(FakeBucket(buffer, params)).wait()
+        assert result is buffer
+        assert torch.equal(result[:4], expected["param0"]) and torch.equal(result[4:], expected["param1"])
+        assert (state.buckets_in_place, state.buckets_copied) == ((1, 0) if contiguous else (0, 1))
+        state.close()

@@ -7,7 +7,10 @@ gradients; zring.torch.comm_hook averages them through the local zringd.
 With --optimizer there is no DDP: zring.torch.DistributedOptimizer averages
 the gradients in step(). Each rank trains on its own data; at the end the
 parameters (float32, in named_parameters order) are written to OUT, and one
-line "bucket_views_alias_buffer=<bool> traffic=<wire bytes>" to OUT.txt.
+line of key=value pairs to OUT.txt: traffic=<wire bytes>, and with DDP
+in_place=<buckets reduced in place> copied=<buckets copied>, with
+--optimizer grads_in_shared=<0|1> (every p.grad in the optimizer's
+SharedTensors at the end) zero_copy=<0|1> (those in zringd's buffer).
 """
 
 import os
@@ -24,6 +27,12 @@ def model():
     torch.manual_seed(1234)
     return torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(),
                                torch.nn.Linear(64, 32), torch.nn.Tanh(), torch.nn.Linear(32, 5))
+
+
+def grads_in_shared(opt, net):
+    values = opt.shared.values
+    start, end = values.ctypes.data, values.ctypes.data + values.nbytes
+    return all(start <= p.grad.data_ptr() < end for p in net.parameters())
 
 
 def main():
@@ -43,12 +52,16 @@ def main():
         state = zring.torch.HookState(endpoint, method, model=net)
         net.register_comm_hook(state, zring.torch.comm_hook)
         opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        report = lambda: (f"in_place={state.buckets_in_place} "  # noqa: E731
+                          f"copied={state.buckets_copied}")
         traffic = lambda: state.traffic.wire_bytes  # noqa: E731
     else:
         opt = zring.torch.DistributedOptimizer(
             torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9), net.named_parameters(),
             endpoint=endpoint, method=method)
         traffic = lambda: opt.traffic.wire_bytes  # noqa: E731
+        report = lambda: (f"grads_in_shared={int(grads_in_shared(opt, net))} "  # noqa: E731
+                          f"zero_copy={int(opt.shared.zero_copy)}")
     data = torch.Generator().manual_seed(100 + rank)
     for _ in range(steps):
         x = torch.randn(16, 20, generator=data)
@@ -60,7 +73,7 @@ def main():
     with open(out, "wb") as f:
         f.write(params.numpy().tobytes())
     with open(out + ".txt", "w") as f:
-        f.write(f"traffic={traffic()}\n")
+        f.write(f"traffic={traffic()} {report()}\n")
     if not use_optimizer:
         dist.destroy_process_group()
 
