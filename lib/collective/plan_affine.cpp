@@ -108,7 +108,7 @@ class AffinePlan final : public MethodPlan {
     lane.node_max = static_cast<std::uint64_t>(codec_.max_code()) * in_.x.size();
     lane.bits = bits_for(lane.node_max * in_.link.nodes());
     Codes codes(*this, grids, result);
-    ring_allreduce(in_.link, lane, codes, in_.elements(), in_.op.ring, in_.stats);
+    ring_allreduce(in_.link, lane, codes, in_.elements(), in_.op.ring, in_.stats, in_.input.staging);
     for (std::size_t l = 0; l < codes.decoded.size(); ++l) in_.update_feedback(l, codes.decoded[l]);
   }
 

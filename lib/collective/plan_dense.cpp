@@ -32,11 +32,12 @@ class DensePlan final : public MethodPlan {
       // Values straight from rank 0's buffer can be sent from there.
       const bool own = !in_.input.ranks.empty() && local == in_.input.ranks[0];
       ring_allreduce(in_.link, FloatLane{}, local, result, n, in_.op.ring, in_.stats, world,
-                     own ? in_.input.rank0_owner : nullptr);
+                     own ? in_.input.rank0_owner : nullptr, in_.input.staging);
     } else {
       HalfLane lane;
       lane.bf16 = kind_ == CompressionKind::bf16;
-      ring_allreduce(in_.link, lane, local, result, n, in_.op.ring, in_.stats, world);
+      ring_allreduce(in_.link, lane, local, result, n, in_.op.ring, in_.stats, world, nullptr,
+                     in_.input.staging);
     }
   }
 

@@ -77,7 +77,8 @@ class SparsePlan final : public MethodPlan {
     std::vector<const CompressedGradient*> of_tensor(ranks);
     for (std::size_t t = 0; t < tensors; ++t) {
       for (std::size_t r = 0; r < ranks; ++r) of_tensor[r] = &views[r * tensors + t];
-      average(of_tensor, in_.offsets[t + 1] - in_.offsets[t], result + in_.offsets[t]);
+      average(of_tensor, in_.offsets[t + 1] - in_.offsets[t], result + in_.offsets[t], in_.offsets[t]);
+      if (in_.input.staging) in_.input.staging->publish_prefix(in_.offsets[t + 1]);
     }
   }
 
@@ -90,12 +91,18 @@ class SparsePlan final : public MethodPlan {
   // blocks (only the entries a block touched are reset), so it is not
   // cleared 16384 values at a time. The same bits as zeroing all of out,
   // accumulating view after view and dividing.
-  void average(const std::vector<const CompressedGradient*>& views, std::size_t n, float* out) {
+  // With staging, what is done is published every kPublishEvery values
+  // (first: where out starts in the op's result).
+  void average(const std::vector<const CompressedGradient*>& views, std::size_t n, float* out,
+               std::size_t first) {
     constexpr std::size_t kBlock = 16384;  // 64 KiB of floats
+    constexpr std::size_t kPublishEvery = 16 * kBlock;
     const bool stream = in_.elements() >= kStreamElems;
     float* scratch = stream ? sized(block_, kBlock) : nullptr;  // all zero
     std::vector<std::size_t> at(views.size(), 0), from(views.size(), 0);
     for (std::size_t begin = 0; begin < n; begin += kBlock) {
+      if (in_.input.staging && begin % kPublishEvery == 0 && begin > 0)
+        in_.input.staging->publish_prefix(first + begin);
       const std::size_t len = std::min(kBlock, n - begin);
       float* acc = stream ? scratch : out + begin;  // acc[i - begin] for i in [begin, begin + len)
       if (!stream) std::fill(acc, acc + len, 0.0f);

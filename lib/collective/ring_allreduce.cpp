@@ -280,6 +280,7 @@ class RingAllreduce {
         lane.decode(payload.data() + lane.wire_bytes(at), len, sums);
         io_->result(begin + at, len, sums);
       }
+      finalized(tag.segment);
       return true;
     }
     lane.decode(payload.data(), end - begin, result_ + begin);
@@ -329,8 +330,9 @@ void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* 
 
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, BlockIo<typename Lane::Acc>& io,
-                    std::size_t elements, const RingOptions& options, RingStats& stats) {
-  RingAllreduce<Lane>(link, lane, nullptr, nullptr, &io, elements, options, stats, 1, {}, nullptr)
+                    std::size_t elements, const RingOptions& options, RingStats& stats,
+                    LocalStaging* staging) {
+  RingAllreduce<Lane>(link, lane, nullptr, nullptr, &io, elements, options, stats, 1, {}, staging)
       .run();
 }
 
@@ -341,6 +343,6 @@ template void ring_allreduce<HalfLane>(RingLink&, const HalfLane&, const float*,
                                        std::size_t, const RingOptions&, RingStats&, std::size_t,
                                        std::shared_ptr<const void>, LocalStaging*);
 template void ring_allreduce<CodeLane>(RingLink&, const CodeLane&, BlockIo<std::uint32_t>&,
-                                       std::size_t, const RingOptions&, RingStats&);
+                                       std::size_t, const RingOptions&, RingStats&, LocalStaging*);
 
 }  // namespace zring::collective

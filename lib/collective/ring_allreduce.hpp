@@ -62,9 +62,11 @@ void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* 
                     std::shared_ptr<const void> local_owner = {}, LocalStaging* staging = nullptr);
 
 // The same schedule, with io making this node's contribution and taking
-// the sums (see BlockIo).
+// the sums (see BlockIo). With staging, each segment's final prefix is
+// published once io took its sums (io writes the op's result there).
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, BlockIo<typename Lane::Acc>& io,
-                    std::size_t elements, const RingOptions& options, RingStats& stats);
+                    std::size_t elements, const RingOptions& options, RingStats& stats,
+                    LocalStaging* staging = nullptr);
 
 }  // namespace zring::collective

@@ -70,6 +70,9 @@ class LocalStaging {
   // The first `upto` elements of segment s of the result are final (the
   // values are written before this is called).
   virtual void publish(std::size_t segment, std::size_t upto) = 0;
+  // The first `end` elements of the whole result are final: for plans that
+  // write the result front to back.
+  virtual void publish_prefix(std::size_t end) = 0;
 };
 
 }  // namespace zring::collective

@@ -57,7 +57,8 @@ StagingBoard& board_of(const SharedRegion& region) noexcept {
 RegionStaging::RegionStaging(std::vector<std::shared_ptr<SharedRegion>> regions,
                              std::vector<std::string> who, collective::StagingOrder order,
                              std::chrono::milliseconds timeout)
-    : regions_(std::move(regions)), who_(std::move(who)), order_(order), timeout_(timeout) {}
+    : regions_(std::move(regions)), who_(std::move(who)), order_(order), timeout_(timeout),
+      published_(order.segments(), 0) {}
 
 RegionStaging::~RegionStaging() {
   for (const auto& region : regions_) {
@@ -118,6 +119,20 @@ void RegionStaging::publish(std::size_t segment, std::size_t upto) {
   board.published[segment].store(upto, std::memory_order_release);
   board.published_seq.fetch_add(1, std::memory_order_release);
   StagingBoard::wake(board.published_seq);
+}
+
+}  // namespace zring::transport
+
+namespace zring::transport {
+
+void RegionStaging::publish_prefix(std::size_t end) {
+  for (std::size_t s = 0; s < order_.segments(); ++s) {
+    const std::size_t begin = order_.begin(s), length = order_.end(s) - begin;
+    const std::size_t upto = end <= begin ? 0 : std::min(end - begin, length);
+    if (upto <= published_[s]) continue;
+    published_[s] = upto;
+    publish(s, upto);
+  }
 }
 
 }  // namespace zring::transport

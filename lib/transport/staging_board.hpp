@@ -67,6 +67,7 @@ class RegionStaging final : public collective::LocalStaging {
   void wait_staged(std::size_t segment, std::size_t upto) override;
   void wait_all() override;
   void publish(std::size_t segment, std::size_t upto) override;
+  void publish_prefix(std::size_t end) override;
 
  private:
   void wait_for(std::size_t l, std::uint64_t position);
@@ -74,6 +75,7 @@ class RegionStaging final : public collective::LocalStaging {
   std::vector<std::string> who_;
   collective::StagingOrder order_;
   std::chrono::milliseconds timeout_;
+  std::vector<std::size_t> published_;  // per segment, what publish_prefix told last
 };
 
 }  // namespace zring::transport
