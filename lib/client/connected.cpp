@@ -4,11 +4,15 @@
 // every reply echoes it, so a late reply to a request that already timed
 // out is recognised and ignored. The deadline is one of silence: while an
 // op runs the daemon sends a keepalive every heartbeat, so a long op on a
-// slow ring is fine, and a daemon that died or froze is noticed within
-// options.timeout.
+// slow ring is fine, and a daemon that froze is noticed within
+// options.timeout. One that died is noticed at once: its end of the socket
+// closes (DaemonWatch), and a request that went out on that connection
+// fails with peer_lost, as does one sent after it closed to a daemon that
+// does not come back within a second.
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <optional>
@@ -17,6 +21,7 @@
 
 #include <zring/error.hpp>
 
+#include "client/daemon_watch.hpp"
 #include "client/impl.hpp"
 #include "client/local_aggregator.hpp"
 #include "client/staged_transfer.hpp"
@@ -411,27 +416,59 @@ class Connected final : public CompressedAllReduce::Impl {
   std::uint64_t send_request(wire::IpcHeader request, std::optional<zmq::message_t> data) {
     request.request = ++last_request_;
     const std::vector<std::uint8_t> header = wire::encode_ipc_header(request);
+    watch_.sending();
+    // Never blocks: with no zringd on the socket, ZeroMQ queues requests up
+    // to its high-water mark and would then wait for one forever.
     const auto more = data ? zmq::send_flags::sndmore : zmq::send_flags::none;
-    socket_.send(zmq::buffer(header.data(), header.size()), more);
-    if (data) socket_.send(std::move(*data), zmq::send_flags::none);
+    if (!socket_.send(zmq::buffer(header.data(), header.size()), more | zmq::send_flags::dontwait))
+      throw Error(ErrorCode::connection_failed,
+                  "zringd at " + endpoint_ + " takes no requests (its queue is full: it has been "
+                  "gone for a while); is zringd running (systemctl status zringd)?");
+    if (data) socket_.send(std::move(*data), zmq::send_flags::none);  // the rest of a message goes with it
     return request.request;
   }
 
-  // Whether the reply is there within `wait`. With a staged op in flight
-  // (and not finished), it copies out what zringd publishes meanwhile,
-  // sleeping on the board between looks at the socket.
-  bool reply_ready(std::chrono::milliseconds wait, StagedTransfer* staged) {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  // What a wait for the reply came to.
+  enum class Waited { reply, silence, closed_during, gone };
+
+  // One look at the socket and the connection's state, sleeping up to
+  // `wait` for either (no longer than the watch needs to decide). A reply
+  // that is there counts, even if the connection closed behind it.
+  std::optional<Waited> look(std::chrono::milliseconds wait) {
+    zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, watch_.item()};
+    const auto decides_by = watch_.decides_by();
+    if (wait.count() > 0 && decides_by != Clock::time_point::max())
+      wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(decides_by - Clock::now()),
+                        std::chrono::milliseconds(0), wait);
+    if (zmq::poll(items, 2, wait) > 0 && (items[0].revents & ZMQ_POLLIN)) return Waited::reply;
+    switch (watch_.check()) {
+      case DaemonWatch::State::open: return std::nullopt;
+      case DaemonWatch::State::closed_during: break;
+      case DaemonWatch::State::gone: return Waited::gone;
+    }
+    // What the daemon sent before its end closed is queued ahead of the news.
+    zmq::pollitem_t dealer{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&dealer, 1, std::chrono::milliseconds(0)) > 0) return Waited::reply;
+    return Waited::closed_during;
+  }
+
+  // Whether the reply is there within `wait`, or what happened instead.
+  // With a staged op in flight (and not finished), it copies out what
+  // zringd publishes meanwhile, sleeping on the board between looks.
+  Waited wait_reply(std::chrono::milliseconds wait, StagedTransfer* staged) {
     const auto until = Clock::now() + wait;
     while (staged && !staged->complete() && !staged->finished()) {
       staged->take_published();
-      if (zmq::poll(&item, 1, std::chrono::milliseconds(0)) > 0) return true;
+      if (const auto got = look(std::chrono::milliseconds(0))) return *got;
       const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now());
-      if (left.count() <= 0) return false;
+      if (left.count() <= 0) return Waited::silence;
       if (!staged->complete()) staged->sleep(std::min(left, std::chrono::microseconds(2000)));
     }
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
-    return left.count() > 0 && zmq::poll(&item, 1, left) > 0;
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+      if (left.count() <= 0) return Waited::silence;
+      if (const auto got = look(left)) return *got;
+    }
   }
 
   std::pair<wire::IpcHeader, zmq::message_t> await(std::uint64_t id, bool connecting,
@@ -439,14 +476,15 @@ class Connected final : public CompressedAllReduce::Impl {
     auto deadline = Clock::now() + options_.timeout;
     for (;;) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0 || !reply_ready(left, staged)) {
+      const Waited waited = left.count() <= 0 ? Waited::silence : wait_reply(left, staged);
+      if (waited != Waited::reply) {
         last_reply_was_silence_ = true;
         // zringd may still write the averages of the abandoned op into the
         // shared buffer: the next op takes a new one, and SharedTensors in
         // it become private memory (the same addresses, the same values).
         if (const auto tensors = lent_.lock(); tensors && tensors->current) tensors->give_up();
         drop_region();
-        throw silence(connecting);
+        throw waited == Waited::silence ? silence(connecting) : closed(connecting, waited);
       }
       last_reply_was_silence_ = false;
       zmq::message_t frame;
@@ -476,10 +514,30 @@ class Connected final : public CompressedAllReduce::Impl {
                                          " during the op; it may have died or been stopped");
   }
 
+  // The daemon's end of the socket closed: during the op, or before it
+  // and it did not come back.
+  Error closed(bool connecting, Waited waited) const {
+    const std::string how =
+        waited == Waited::closed_during
+            ? std::string(connecting ? "before it answered" : "during the op") +
+                  ": it died or was restarted"
+            : std::string(connecting ? "before the hello" : "before the op") +
+                  " and did not come back within " + ms(DaemonWatch::kComeBack) +
+                  ": it died or was stopped";
+    if (connecting)
+      return Error(ErrorCode::connection_failed, "connect: zringd at " + endpoint_ +
+                                                     " closed the connection " + how +
+                                                     "; is zringd running (systemctl status zringd)?");
+    return Error(ErrorCode::peer_lost, "all_reduce: zringd at " + endpoint_ + " (node '" + node_ +
+                                           "') closed the connection " + how +
+                                           "; retry the step once it is back (systemctl status zringd)");
+  }
+
   std::string endpoint_;
   ConnectOptions options_;
   zmq::context_t context_{1};
   zmq::socket_t socket_;
+  DaemonWatch watch_{context_, socket_};  // before socket_ connects
   LocalAggregator local_;
   CompressionMethod method_;
   std::size_t world_size_ = 1;

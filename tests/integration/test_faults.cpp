@@ -330,3 +330,214 @@ BOOST_AUTO_TEST_CASE(a_late_rank_finds_what_the_others_sent_before_it_began) {
     for (Process& c : clients) c.send_line("quit");
   }
 }
+
+// ---------------------------------------------------------------------------
+// A killed zringd and its own clients. The IPC connection closes the moment
+// the daemon dies: a client waiting on it must hear of it at once, not after
+// its own timeout (30 s here, as by default), and an op sent after the kill
+// must not wait that long either. The product's deadline is the ring's
+// timeout_ms plus about a second; the tests allow 15 s, half the client's
+// timeout, for a loaded machine.
+namespace {
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// What a talking client answers when node k's zringd dies under its op.
+std::string closed_during(LocalRing& ring, std::size_t k) {
+  return "error peer_lost all_reduce: zringd at " + ring.ipc(k) + " (node '" + ring.name(k) +
+         "') closed the connection during the op: it died or was restarted";
+}
+
+// The next answer of each client and when it came (seconds since `since`),
+// read side by side so that one slow answer does not delay the other's time.
+std::vector<std::pair<std::string, double>> answers(const std::vector<Process*>& clients,
+                                                    Clock::time_point since, std::chrono::seconds limit) {
+  std::vector<std::pair<std::string, double>> got(clients.size(), {"no answer", static_cast<double>(limit.count())});
+  std::vector<bool> done(clients.size(), false);
+  const auto deadline = Clock::now() + limit;
+  while (std::find(done.begin(), done.end(), false) != done.end() && Clock::now() < deadline) {
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+      if (done[i]) continue;
+      if (auto line = clients[i]->read_line(std::chrono::milliseconds(20))) {
+        got[i] = {*line, seconds_since(since)};
+        done[i] = true;
+      }
+    }
+  }
+  return got;
+}
+
+// Waits for every client at once; each one's exit status and when it ended
+// (seconds since `since`; -1 and the limit when it did not).
+std::vector<std::pair<int, double>> finish_side_by_side(std::vector<Client>& clients, Clock::time_point since,
+                                                        std::chrono::seconds limit = std::chrono::seconds(60)) {
+  std::vector<std::pair<int, double>> ended(clients.size(), {-1, static_cast<double>(limit.count())});
+  std::vector<bool> done(clients.size(), false);
+  const auto deadline = Clock::now() + limit;
+  while (std::find(done.begin(), done.end(), false) != done.end() && Clock::now() < deadline) {
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+      if (done[i]) continue;
+      if (const auto status = clients[i].process.wait(std::chrono::milliseconds(5))) {
+        ended[i] = {*status, seconds_since(since)};
+        done[i] = true;
+      }
+    }
+  }
+  return ended;
+}
+
+// Rounds on every client at once from round `first` until one works on all
+// (the ring re-forms after the kill), at most `tries`; every answer must be
+// an answer, never silence.
+bool rounds_until_ok(LocalRing& ring, std::vector<Process>& clients, std::uint64_t first, int tries,
+                     const std::string& tag) {
+  for (std::uint64_t r = first; r < first + static_cast<std::uint64_t>(tries); ++r) {
+    for (std::size_t n = 0; n < clients.size(); ++n)
+      clients[n].send_line("round " + std::to_string(r) + " " + ring.dir() + "/" + tag + "-r" +
+                           std::to_string(r) + "-" + std::to_string(n));
+    bool ok = true;
+    for (Process& c : clients) {
+      const std::string a = c.read_line(std::chrono::seconds(45)).value_or("no answer");
+      BOOST_TEST((a == "ok" || a.rfind("error ", 0) == 0), a);
+      ok = ok && a == "ok";
+    }
+    if (ok) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// An op through the message (small tensors): node 2's client never submits,
+// so the op waits while node 1's zringd is killed. Its client gets
+// peer_lost at once; node 0's within the ring's timeout. The restarted
+// daemon then serves node 1's client again, without a reconnect by hand.
+BOOST_AUTO_TEST_CASE(a_killed_daemons_own_client_hears_of_it_at_once) {
+  LocalRing ring(options(3, 6000));
+  ring.start_all();
+  ring.wait_up();
+  std::vector<Process> clients = start_talking(ring, 3, "8", "1000", "30000", "own");
+  for (std::size_t n : {0u, 1u})
+    clients[n].send_line("round 0 " + ring.dir() + "/own-r0-" + std::to_string(n));
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the requests are in
+  const auto killed_at = Clock::now();
+  ring.daemon(1).kill();
+  const auto got = answers({&clients[1], &clients[0]}, killed_at, std::chrono::seconds(45));
+  const auto& [own, own_s] = got[0];
+  const auto& [other, other_s] = got[1];
+  BOOST_TEST(own.rfind(closed_during(ring, 1), 0) == 0, own);
+  BOOST_TEST(own_s < 15.0, "node 1's client heard of its daemon's death after " << own_s << " s");
+  BOOST_TEST(other.rfind("error ", 0) == 0, other);
+  BOOST_TEST(other_s < 6.0 + 4.0, "node 0's client got its error " << other_s << " s after the kill");
+  BOOST_TEST_MESSAGE("kill to error: own client " << own_s << " s, node 0's " << other_s << " s");
+
+  ring.start(1);  // as Restart=on-failure would; the clients stay
+  ring.wait_up();
+  BOOST_TEST(rounds_until_ok(ring, clients, 1, 10, "own"), "no round worked on every rank after the restart");
+  for (Process& c : clients) c.send_line("quit");
+}
+
+// The same through the shared buffer: staged (a TensorMap of 1.2 MB, copied
+// in while the op runs, the client sleeping on the buffer between looks at
+// its socket) and SharedTensors (small and large). The client is alone in
+// the ring, so its op waits until its zringd is killed. A SharedTensors
+// given up on that way is private memory from then on.
+BOOST_AUTO_TEST_CASE(a_killed_daemons_own_client_hears_of_it_at_once_through_the_shared_buffer) {
+  LocalRing ring(options(2, 20000));
+  ring.start_all();
+  ring.wait_up();
+  const std::vector<std::pair<std::string, std::string>> forms = {
+      {"round", "300000"}, {"shared", "1000"}, {"shared", "7,300000"}};
+  for (const auto& [verb, sizes] : forms) {
+    const std::string what = verb + " " + sizes;
+    std::vector<Process> client = start_talking(ring, 1, "9", sizes, "30000", "buf");
+    client[0].send_line(verb + " 0 " + ring.dir() + "/buf-r0");
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // the request is in
+    const auto killed_at = Clock::now();
+    ring.daemon(0).kill();
+    const std::string answer = client[0].read_line(std::chrono::seconds(45)).value_or("no answer");
+    const double s = seconds_since(killed_at);
+    BOOST_TEST(answer.rfind(closed_during(ring, 0), 0) == 0, what << ": " << answer);
+    BOOST_TEST(s < 15.0, what << ": the client heard of its daemon's death after " << s << " s");
+    BOOST_TEST_MESSAGE(what << ": kill to error " << s << " s");
+    if (verb == "shared") {
+      client[0].send_line("dump 0 " + ring.dir() + "/buf-d0");
+      const std::string dump = client[0].read_line(std::chrono::seconds(10)).value_or("no answer");
+      BOOST_TEST(dump == "ok zero_copy=0", what << ": " << dump);
+    }
+    client[0].send_line("quit");
+    ring.start(0);
+    ring.wait_up();
+  }
+}
+
+// zringd is killed between two ops and nothing restarts it: the next op,
+// sent to a connection already closed, fails within about a second instead
+// of waiting out the client's timeout. Once the daemon is back, the same
+// client works again.
+BOOST_AUTO_TEST_CASE(an_op_after_its_daemon_was_killed_fails_at_once) {
+  LocalRing ring(options(2, 6000));
+  ring.start_all();
+  ring.wait_up();
+  std::vector<Process> clients = start_talking(ring, 2, "10", "1000", "30000", "after");
+  BOOST_TEST_REQUIRE(rounds_until_ok(ring, clients, 0, 1, "after"));
+  ring.daemon(0).kill();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // between ops
+  const auto sent_at = Clock::now();
+  clients[0].send_line("round 1 " + ring.dir() + "/after-r1-0");
+  const std::string answer = clients[0].read_line(std::chrono::seconds(45)).value_or("no answer");
+  const double s = seconds_since(sent_at);
+  const std::string lost = "error peer_lost all_reduce: zringd at " + ring.ipc(0) + " (node 'n0') closed the connection";
+  BOOST_TEST(answer.rfind(lost, 0) == 0, answer);
+  BOOST_TEST(s < 15.0, "the op on a dead daemon failed after " << s << " s");
+  BOOST_TEST_MESSAGE("op after the kill: " << answer << " (" << s << " s)");
+
+  ring.start(0);
+  ring.wait_up();
+  BOOST_TEST(rounds_until_ok(ring, clients, 2, 10, "after"), "no round worked on every rank after the restart");
+  for (Process& c : clients) c.send_line("quit");
+}
+
+// The ring: 4 nodes, clients all-reducing in a loop with the
+// default-sized client timeout of 30 s, one zringd killed at a random
+// point (in an op, between two, in any of the client's forms). Every
+// client gets its error within the ring's timeout plus a margin; the
+// killed daemon's own client hears that its daemon closed the connection.
+BOOST_AUTO_TEST_CASE(every_client_of_a_looping_ring_hears_of_a_kill_in_time) {
+  LocalRing ring(options(4, 3000));
+  ring.start_all();
+  ring.wait_up();
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<Client> clients;
+    for (std::size_t n = 0; n < 4; ++n)
+      clients.push_back(start_client(ring, n, "quant:8", 500, 300000, 300 + trial, 30000));
+    const std::size_t victim = (trial + 2) % 4;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 400));
+    const auto killed_at = Clock::now();
+    ring.daemon(victim).kill();
+    const auto ended = finish_side_by_side(clients, killed_at);
+    for (std::size_t n = 0; n < 4; ++n) {
+      const auto [status, after_kill] = ended[n];
+      const std::string err = read_file(clients[n].out + ".err");
+      BOOST_TEST(status == 3, "trial " << trial << ": client on node " << n << " exited " << status);
+      if (n == victim) {
+        BOOST_TEST(err.find("ERROR peer_lost: all_reduce: zringd at " + ring.ipc(n)) == 0, err);
+        BOOST_TEST(err.find("closed the connection") != std::string::npos, err);
+        BOOST_TEST(after_kill < 15.0, "trial " << trial << ": the killed daemon's client took " << after_kill << " s");
+      } else {
+        BOOST_TEST(after_kill < 3.0 + 4.0, "trial " << trial << ": node " << n << "'s client took " << after_kill << " s");
+      }
+    }
+    double others = 0;
+    for (std::size_t n = 0; n < 4; ++n)
+      if (n != victim) others = std::max(others, ended[n].second);
+    BOOST_TEST_MESSAGE("trial " << trial << ": kill to error: the killed daemon's client " << ended[victim].second
+                                << " s, the others' at most " << others << " s");
+    ring.start(victim);
+    BOOST_TEST(recovers(ring, 2000 + trial * 10, std::chrono::seconds(30)),
+               "the ring did not recover after restarting node " << victim);
+  }
+}
