@@ -42,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from zbench import network, procs, runners, torch_report, torch_stats  # noqa: E402
+from zbench.machine import cpu_model, git_describe, load  # noqa: E402
 
 ROOT = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "zbench", "torch_worker.py")
@@ -133,32 +134,6 @@ def parse_args(argv):
     if a.netns:
         network.parse_rate(a.rate)
     return a
-
-
-def load():
-    return round(os.getloadavg()[0], 2)
-
-
-def git_describe():
-    try:
-        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return head + (" (with uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 class TorchBench:
