@@ -166,10 +166,12 @@ class HookState:
 
             def run():
                 try:
-                    averaged = self.allreduce.all_reduce(tensors)
+                    # Averaged where the CPU copies are (views of g on the CPU), then back.
+                    self.allreduce.all_reduce_in_place(tensors)
                     with torch.no_grad():
                         for name, g in zip(names, grads):
-                            g.copy_(averaged[name])
+                            if g.data_ptr() != tensors[name].data_ptr():
+                                g.copy_(tensors[name])
                     future.set_result(buffer)
                 except BaseException as e:  # noqa: BLE001 - handed to DDP, which raises it
                     future.set_exception(e)
