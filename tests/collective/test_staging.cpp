@@ -190,8 +190,9 @@ BOOST_AUTO_TEST_CASE(staged_ops_give_the_bits_of_whole_inputs_and_publish_only_f
         if (!none_published || s.published_[seg] != 0)
           BOOST_TEST(s.published_[seg] == length, "segment " << seg);
         // What was published was already final when it was published.
-        BOOST_TEST(std::memcmp(s.snapshots_[seg].data(), whole[0].data() + s.order().begin(seg),
-                               s.snapshots_[seg].size() * sizeof(float)) == 0);
+        if (!s.snapshots_[seg].empty())
+          BOOST_TEST(std::memcmp(s.snapshots_[seg].data(), whole[0].data() + s.order().begin(seg),
+                                 s.snapshots_[seg].size() * sizeof(float)) == 0);
       }
     }
   }
