@@ -110,74 +110,29 @@ class Connected final : public CompressedAllReduce::Impl {
 
   TensorMap all_reduce(const TensorMap& gradients) override {
     check_inputs(gradients);
-    TensorShapes shapes;
-    for (const auto& [name, tensor] : gradients) shapes.emplace(name, tensor.shape());
-    if (elements_of(shapes) * sizeof(float) >= kSharedBytes) {
-      // Staged: the results' memory is made while the ring runs.
-      TensorMap out;
-      std::vector<TensorIo> ios = tensor_ios(gradients, nullptr);
-      reduce_staged(ios, shapes, [&] {
-        std::size_t i = 0;
-        for (const auto& [name, tensor] : gradients) {
-          Tensor& t = out.emplace(name, Tensor(fresh_values(tensor.numel()), tensor.shape())).first->second;
-          ios[i++].out = t.data().data();
-        }
-      });
-      return out;
-    }
-    Reply reply = reduce(gradients);
     TensorMap out;
-    std::size_t at = 0;
-    for (const auto& [name, tensor] : gradients) {
-      std::vector<float> v(tensor.numel());
-      if (!v.empty()) std::memcpy(v.data(), reply.values + at, v.size() * 4);
-      at += v.size() * 4;
-      out.emplace(name, Tensor(std::move(v), tensor.shape()));
-    }
+    std::vector<TensorIo> ios = tensor_ios(gradients, nullptr);
+    reduce(ios, shapes_of_map(gradients), [&] {
+      std::size_t i = 0;
+      for (const auto& [name, tensor] : gradients) {
+        Tensor& t = out.emplace(name, Tensor(fresh_values(tensor.numel()), tensor.shape())).first->second;
+        ios[i++].out = t.data().data();
+      }
+    });
     return out;
   }
 
   void all_reduce_in_place(TensorMap& gradients) override {
     check_inputs(gradients);
-    TensorShapes shapes;
-    for (const auto& [name, tensor] : gradients) shapes.emplace(name, tensor.shape());
-    if (elements_of(shapes) * sizeof(float) >= kSharedBytes) {
-      std::vector<TensorIo> ios = tensor_ios(gradients, &gradients);
-      reduce_staged(ios, shapes, [] {});
-      return;
-    }
-    Reply reply = reduce(gradients);
-    std::size_t at = 0;
-    for (auto& [name, tensor] : gradients) {
-      if (tensor.numel() != 0) std::memcpy(tensor.data().data(), reply.values + at, tensor.numel() * 4);
-      at += tensor.numel() * 4;
-    }
+    std::vector<TensorIo> ios = tensor_ios(gradients, &gradients);
+    reduce(ios, shapes_of_map(gradients), [] {});
   }
 
   void all_reduce_in_place(const TensorViews& views) override {
     const std::vector<FusedView> fused = fuse_order(views);
-    const TensorShapes shapes = shapes_of(fused);
     std::vector<TensorIo> ios;
     for (const FusedView& f : fused) ios.push_back({f.view->data, f.view->data, f.numel, f.offset});
-    const std::size_t bytes = elements_of(shapes) * sizeof(float);
-    if (bytes >= kSharedBytes) {
-      reduce_staged(ios, shapes, [] {});
-      return;
-    }
-    wire::IpcHeader request = header_for(shapes);
-    request.kind = wire::IpcKind::submit;
-    zmq::message_t data(bytes);
-    for (const TensorIo& io : ios)
-      if (io.numel != 0) std::memcpy(data.data<float>() + io.offset, io.in, io.numel * sizeof(float));
-    auto reply = call(request, std::move(data));
-    if (reply.second.size() != bytes)
-      throw Error(ErrorCode::malformed_message,
-                  "all_reduce: zringd returned " + std::to_string(reply.second.size()) +
-                      " bytes of values for " + std::to_string(bytes / 4) + " elements");
-    count(reply.first);
-    for (const TensorIo& io : ios)
-      if (io.numel != 0)
-        std::memcpy(io.out, reply.second.data<float>() + io.offset, io.numel * sizeof(float));
+    reduce(ios, shapes_of(fused), [] {});
   }
 
   // SharedTensors live in a buffer of their own, which becomes this
@@ -238,12 +193,6 @@ class Connected final : public CompressedAllReduce::Impl {
   CompressedAllReduce::Traffic traffic() const noexcept override { return traffic_; }
 
  private:
-  // The averages of one op: in the shared buffer or in the reply's frame.
-  struct Reply {
-    zmq::message_t frame;
-    const std::uint8_t* values = nullptr;
-  };
-
   // A submit request naming the tensors, in name order.
   wire::IpcHeader header_for(const TensorShapes& shapes) const {
     wire::IpcHeader request;
@@ -314,33 +263,50 @@ class Connected final : public CompressedAllReduce::Impl {
     ++traffic_.ops;
   }
 
-  Reply reduce(const TensorMap& gradients) {
+  static TensorShapes shapes_of_map(const TensorMap& gradients) {
     TensorShapes shapes;
     for (const auto& [name, tensor] : gradients) shapes.emplace(name, tensor.shape());
+    return shapes;
+  }
+
+  // One op over ios (ordered by offset): a small one in the request's
+  // values frame, a large one staged through the shared buffer. Before any
+  // average comes out, after_submit runs once: the copy form makes its
+  // results' memory there (while the ring works, for a staged op).
+  template <class AfterSubmit>
+  void reduce(std::vector<TensorIo>& ios, const TensorShapes& shapes, AfterSubmit&& after_submit) {
+    if (elements_of(shapes) * sizeof(float) >= kSharedBytes) {
+      reduce_staged(ios, shapes, after_submit);
+      return;
+    }
     wire::IpcHeader request = header_for(shapes);
+    request.kind = wire::IpcKind::submit;
     const std::size_t bytes = request.manifest.elements() * sizeof(float);
-    const std::size_t total = request.manifest.elements();
-    std::pair<wire::IpcHeader, zmq::message_t> reply;
-    try {
-      reply = submit(request, gradients, bytes);
-    } catch (const Error& e) {
-      // The daemon restarted since we connected: greet it again, once.
-      if (e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
-      drop_region();
-      hello();
-      reply = submit(request, gradients, bytes);
+    for (bool retried = false;; retried = true) {
+      zmq::message_t data(bytes);
+      for (const TensorIo& io : ios)
+        if (io.numel != 0) std::memcpy(data.data<float>() + io.offset, io.in, io.numel * sizeof(float));
+      std::pair<wire::IpcHeader, zmq::message_t> reply;
+      try {
+        reply = call(request, std::move(data));
+      } catch (const Error& e) {
+        // The daemon restarted since we connected: greet it again, once.
+        if (retried || e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
+        drop_region();
+        hello();
+        continue;
+      }
+      if (reply.second.size() != bytes)
+        throw Error(ErrorCode::malformed_message,
+                    "all_reduce: zringd returned " + std::to_string(reply.second.size()) +
+                        " bytes of values for " + std::to_string(bytes / 4) + " elements");
+      count(reply.first);
+      after_submit();
+      for (const TensorIo& io : ios)
+        if (io.numel != 0)
+          std::memcpy(io.out, reply.second.data<float>() + io.offset, io.numel * sizeof(float));
+      return;
     }
-    const bool shared = reply.first.kind == wire::IpcKind::result_shared && region_;
-    const std::size_t got = shared ? bytes : reply.second.size();
-    if (got != bytes) {
-      throw Error(ErrorCode::malformed_message,
-                  "all_reduce: zringd returned " + std::to_string(got) +
-                      " bytes of values for " + std::to_string(total) + " elements");
-    }
-    count(reply.first);
-    Reply out{std::move(reply.second), nullptr};
-    out.values = shared ? region_->data() : out.frame.data<std::uint8_t>();
-    return out;
   }
 
   void hello() {
@@ -352,22 +318,6 @@ class Connected final : public CompressedAllReduce::Impl {
     rank_ = welcome.rank;
     local_ranks_ = std::max<std::size_t>(welcome.local_ranks, 1);
     node_ = welcome.node;
-  }
-
-  // Large values go through the shared buffer, small ones in the message.
-  std::pair<wire::IpcHeader, zmq::message_t> submit(wire::IpcHeader request,
-                                                    const TensorMap& gradients, std::size_t bytes) {
-    if (bytes < kSharedBytes) {
-      request.kind = wire::IpcKind::submit;
-      zmq::message_t data(bytes);
-      fuse(gradients, data.data<std::uint8_t>());
-      return call(request, std::move(data));
-    }
-    // Never over the values of the SharedTensors that hold the buffer.
-    if (!region_ || region_->size() < bytes || lent()) attach(bytes, true);
-    fuse(gradients, region_->data());
-    request.kind = wire::IpcKind::submit_shared;
-    return call(request, std::nullopt);
   }
 
   // Lets go of the buffer (zringd takes another or has lost it); the
@@ -395,13 +345,6 @@ class Connected final : public CompressedAllReduce::Impl {
     request.wire_bytes = room ? std::bit_ceil(bytes) : bytes;
     auto [reply, unused] = call(request, std::nullopt);
     region_ = transport::SharedRegion::open(reply.text, reply.wire_bytes);
-  }
-
-  static void fuse(const TensorMap& gradients, std::uint8_t* out) {
-    for (const auto& [name, tensor] : gradients) {
-      if (tensor.numel() != 0) std::memcpy(out, tensor.data().data(), tensor.numel() * 4);
-      out += tensor.numel() * 4;
-    }
   }
 
   // Sends a request and waits for its reply: the header and, if any, the
