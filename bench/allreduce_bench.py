@@ -21,7 +21,6 @@ import datetime
 import json
 import os
 import platform
-import signal
 import sys
 import time
 
@@ -312,23 +311,7 @@ def main(argv):
         removed = network.remove_stale()
         print("removed: " + (", ".join(removed) if removed else "nothing"))
         return 0
-    if args.netns and os.geteuid() == 0:
-        stale = network.remove_stale()
-        if stale:
-            print(f"removed namespaces a killed earlier run left: {', '.join(stale)}")
-
-    def stop(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGHUP, stop)
-    bench = Bench(args)
-    try:
-        bench.run()
-    except KeyboardInterrupt:
-        print(f"\ninterrupted; partial results in {bench.out}", file=sys.stderr)
-        return 130
-    return 0
+    return network.run_driver(Bench(args), args.netns)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import argparse
 import datetime
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -323,27 +322,7 @@ class TorchBench:
 
 def main(argv):
     args = parse_args(argv)
-    if args.netns and os.geteuid() == 0:
-        stale = network.remove_stale()
-        if stale:
-            print(f"removed namespaces a killed earlier run left: {', '.join(stale)}")
-
-    def stop(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGHUP, stop)
-    signal.signal(signal.SIGINT, stop)  # also when started with SIGINT ignored (in background)
-    bench = TorchBench(args)
-    try:
-        bench.run()
-    except KeyboardInterrupt:
-        print(f"\ninterrupted; partial results in {bench.out}", file=sys.stderr)
-        return 130
-    except procs.Failed as e:
-        print(f"\nFAILED: {e}\npartial results in {bench.out}", file=sys.stderr)
-        return 1
-    return 0
+    return network.run_driver(TorchBench(args), args.netns)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,11 @@ what a killed run left behind (names carry the driver's pid).
 
 import os
 import re
+import signal
 import subprocess
+import sys
+
+from zbench import procs
 
 PREFIX = "zrbench-"
 SUBNET = "10.213.0"
@@ -161,3 +165,31 @@ def remove_stale():
                        stderr=subprocess.DEVNULL)
         removed.append(name)
     return removed
+
+
+def run_driver(bench, netns):
+    """How both drivers run: the namespaces a killed earlier run left go
+    first (with --netns, as root); SIGTERM, SIGHUP and SIGINT (also when it
+    was ignored, as in a background job) end the run through
+    KeyboardInterrupt, so every namespace and process is cleaned up. Returns
+    the exit status: 0, 130 when interrupted, 1 when bench.run() raised
+    procs.Failed."""
+    if netns and os.geteuid() == 0:
+        stale = remove_stale()
+        if stale:
+            print(f"removed namespaces a killed earlier run left: {', '.join(stale)}")
+
+    def stop(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(s, stop)
+    try:
+        bench.run()
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; partial results in {bench.out}", file=sys.stderr)
+        return 130
+    except procs.Failed as e:
+        print(f"\nFAILED: {e}\npartial results in {bench.out}", file=sys.stderr)
+        return 1
+    return 0
