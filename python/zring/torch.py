@@ -23,33 +23,79 @@ the same checkpoint):
                                            endpoint="ipc:///run/zring/zringd.sock",
                                            method="ef:sign")
 
+Under torchrun (or any launcher that sets LOCAL_RANK) neither needs an
+endpoint or a local rank: the endpoint defaults to zring.default_endpoint()
+(ZRING_ENDPOINT, else this node's `ipc` in ZRING_CONFIG or
+/etc/zring/zring.yaml) and the local rank to LOCAL_RANK, so one line does it:
+
+    state = zring.torch.register_comm_hook(ddp_model, "ef:topk:1%")
+
 Misuse is a zring.Error: no daemon (kind 'connection_failed'), a DDP world
-size other than zring's, a state that is not a HookState, parameters the
-optimizer has but the names do not cover (kind 'invalid_argument').
+size other than zring's, a LOCAL_WORLD_SIZE other than the daemon's
+local_ranks, a state that is not a HookState, parameters the optimizer has
+but the names do not cover (kind 'invalid_argument').
 """
 
 import concurrent.futures
+import os
 import threading
 
 import torch
 import torch.distributed as dist
 
-from . import CompressedAllReduce
+from . import CompressedAllReduce, daemon_status, default_endpoint, default_local_rank
 from ._errors import Error
 
-__all__ = ["HookState", "comm_hook", "DistributedOptimizer", "connect"]
+__all__ = ["HookState", "comm_hook", "register_comm_hook", "DistributedOptimizer", "connect"]
 
 
-def connect(endpoint, method="none", *, local_rank=0, timeout_ms=30000):
-    """CompressedAllReduce.connect with a message that says what zring.torch needed."""
+def connect(endpoint=None, method="none", *, local_rank=None, timeout_ms=30000):
+    """CompressedAllReduce.connect with a message that says what zring.torch needed.
+
+    endpoint None: zring.default_endpoint() (ZRING_ENDPOINT, else this node's
+    `ipc` in ZRING_CONFIG or /etc/zring/zring.yaml). local_rank None: LOCAL_RANK
+    (torchrun), else 0; then, when LOCAL_WORLD_SIZE is set too, it must equal
+    the daemon's local_ranks (otherwise the daemon would wait for local ranks
+    that never come, or refuse some).
+    """
     if not endpoint:
-        raise Error("invalid_argument", "zring.torch: give the endpoint of the local zringd "
-                                        "(e.g. 'ipc:///run/zring/zringd.sock') or allreduce=")
+        try:
+            endpoint = default_endpoint()
+        except Error as e:
+            raise Error(e.kind, f"zring.torch: {e.message} (or pass allreduce=)") from e
+        origin = " (ZRING_ENDPOINT)" if os.environ.get("ZRING_ENDPOINT", "").strip() else \
+                 " (from the ring file)"
+    else:
+        origin = ""
+    from_env = local_rank is None
+    if from_env:
+        local_rank = default_local_rank()
     try:
-        return CompressedAllReduce.connect(endpoint, method, local_rank=local_rank,
-                                           timeout_ms=timeout_ms)
+        allreduce = CompressedAllReduce.connect(endpoint, method, local_rank=local_rank,
+                                                timeout_ms=timeout_ms)
     except Error as e:
-        raise Error(e.kind, f"zring.torch: cannot use the zringd at {endpoint}: {e.message}") from e
+        raise Error(e.kind, f"zring.torch: cannot use the zringd at endpoint {endpoint}{origin}"
+                            f": {e.message}") from e
+    if from_env:
+        _check_local_world_size(allreduce, endpoint)
+    return allreduce
+
+
+def _check_local_world_size(allreduce, endpoint):
+    text = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
+    if not text.isdigit():
+        return
+    try:
+        local_ranks = int(daemon_status(endpoint).get("local_ranks", 0))
+    except Error:
+        return  # the first op says what is wrong with the daemon
+    if local_ranks and int(text) != local_ranks:
+        allreduce.close()
+        raise Error("invalid_argument",
+                    f"zring.torch: LOCAL_WORLD_SIZE is {text} (processes on this node, e.g. "
+                    f"torchrun --nproc_per_node) but the zringd at {endpoint} takes "
+                    f"local_ranks: {local_ranks}; start as many processes per node as the "
+                    "ring file's local_ranks")
 
 
 def _checked_allreduce(allreduce, endpoint, method, local_rank, timeout_ms, who):
@@ -74,7 +120,9 @@ class HookState:
     zringd and the names of the parameters.
 
     endpoint, method, local_rank, timeout_ms: as CompressedAllReduce.connect
-    (or pass a connected allreduce= instead). model: the module (DDP or not)
+    (or pass a connected allreduce= instead); without endpoint, the one
+    zring.default_endpoint() finds, without local_rank LOCAL_RANK or 0 (see
+    zring.torch.connect). model: the module (DDP or not)
     whose named_parameters() name the tensors; without it, parameters are
     named param0, param1, ... in the order DDP first hands them over.
     process_group: DDP's group, to check that its size equals zring's world
@@ -93,7 +141,7 @@ class HookState:
     buckets_in_place and buckets_copied count the two.
     """
 
-    def __init__(self, endpoint=None, method="none", *, model=None, local_rank=0,
+    def __init__(self, endpoint=None, method="none", *, model=None, local_rank=None,
                  timeout_ms=30000, allreduce=None, process_group=None):
         self.allreduce = _checked_allreduce(allreduce, endpoint, method, local_rank, timeout_ms,
                                             "zring.torch.HookState")
@@ -197,6 +245,23 @@ def _bucket_layout(buffer, names, params, grads):
     return layout if at == buffer.numel() else None
 
 
+def register_comm_hook(model, method="none", **options):
+    """Averages the gradients of DDP model through the local zringd: makes a
+    HookState(method=method, model=model, **options) and registers it with
+    comm_hook on model; returns the state (traffic, buckets_in_place, close()).
+
+    Under torchrun: zring.torch.register_comm_hook(model, "ef:topk:1%") (the
+    endpoint and the local rank come from the environment, see connect()).
+    """
+    if not hasattr(model, "register_comm_hook"):
+        raise Error("invalid_argument", "zring.torch.register_comm_hook: model must be a "
+                                        "torch.nn.parallel.DistributedDataParallel, not "
+                                        f"{type(model).__name__}")
+    state = HookState(method=method, model=model, **options)
+    model.register_comm_hook(state, comm_hook)
+    return state
+
+
 def comm_hook(state, bucket):
     """DDP communication hook: averages bucket's gradients through zringd.
 
@@ -218,7 +283,8 @@ class DistributedOptimizer:
     optimizer: any torch.optim.Optimizer. named_parameters: (name, parameter)
     pairs naming every parameter the optimizer has (model.named_parameters());
     without them parameters are named group<g>.param<i>. endpoint, method,
-    local_rank, timeout_ms: as CompressedAllReduce.connect (or allreduce=).
+    local_rank, timeout_ms: as CompressedAllReduce.connect (or allreduce=);
+    without endpoint and local_rank, from the environment (see connect()).
 
     The gradients live in the buffer zringd reads: at construction every
     parameter that requires grad gets a slot in one zring.SharedTensors
@@ -234,7 +300,7 @@ class DistributedOptimizer:
     """
 
     def __init__(self, optimizer, named_parameters=None, *, endpoint=None, method="none",
-                 local_rank=0, timeout_ms=30000, allreduce=None):
+                 local_rank=None, timeout_ms=30000, allreduce=None):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise Error("invalid_argument", "zring.torch.DistributedOptimizer: optimizer must be "
                                             f"a torch.optim.Optimizer, not {type(optimizer).__name__}")
