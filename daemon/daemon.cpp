@@ -17,7 +17,7 @@ namespace zring::daemon {
 Daemon::Daemon(RingConfig config, std::string config_path, std::optional<std::string> node,
                std::optional<std::string> log_level_override)
     : config_(std::move(config)), config_path_(std::move(config_path)), node_(std::move(node)),
-      log_level_override_(std::move(log_level_override)), signals_(io_, SIGINT, SIGTERM, SIGHUP), zmq_(1),
+      log_level_override_(std::move(log_level_override)), zmq_(1),
       worker_(zmq_, config_,
               [this](OpDone done) {
                 boost::asio::post(io_, [this, done = std::move(done)]() mutable {
@@ -29,6 +29,9 @@ Daemon::Daemon(RingConfig config, std::string config_path, std::optional<std::st
                   ipc_.on_ring_state(state);
                   notify_ring_state(state);
                 });
+              },
+              [this](Failure failure) {
+                boost::asio::post(io_, [this, failure] { shutdown("the ring thread stopped", failure); });
               }),
       ipc_(io_, zmq_, config_, worker_) {
   if (config_.metrics)
@@ -54,19 +57,17 @@ int Daemon::run() {
            std::to_string(config_.nodes.size()) + " nodes x " +
            std::to_string(config_.local_ranks) + " local ranks");
   sd_notify_status("STATUS=waiting for the ring to form");
-  signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
-    if (!ec) on_signal(signal);
+  signals_.emplace(std::initializer_list<int>{SIGINT, SIGTERM, SIGHUP}, [this](int signal) {
+    boost::asio::post(io_, [this, signal] { on_signal(signal); });
   });
   io_.run();
-  return 0;
+  return exit_status_;
 }
 
 void Daemon::on_signal(int signal) {
+  if (stopping_) return;
   if (signal == SIGHUP) {
     reload();
-    signals_.async_wait([this](const boost::system::error_code& ec, int s) {
-      if (!ec) on_signal(s);
-    });
     return;
   }
   shutdown(signal == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -134,17 +135,22 @@ void Daemon::reload() {
 
 // Stop intake, fail what is pending, stop the ring thread (aborting its op),
 // close every socket with linger 0, end the io_context.
-void Daemon::shutdown(const std::string& why) {
+void Daemon::shutdown(const std::string& why, const std::optional<Failure>& failure) {
   if (stopping_) return;
   stopping_ = true;
-  log_info(why + ": shutting down");
+  if (failure) {
+    exit_status_ = 1;
+    log_error(why + ": zringd exits with status 1 (under systemd it is restarted)");
+  } else {
+    log_info(why + ": shutting down");
+  }
   sd_notify_status("STOPPING=1\nSTATUS=shutting down");
   if (metrics_) metrics_->stop();
-  ipc_.stop("zringd is shutting down (" + why + ")");
+  if (failure) ipc_.stop(failure->text + "; zringd exits and, under systemd, restarts", failure->code);
+  else ipc_.stop("zringd is shutting down (" + why + ")");
   // ZeroMQ leaves the socket file behind; a client must find no daemon there.
   if (ipc_bound_) ::unlink(config_.ipc.substr(std::strlen("ipc://")).c_str());
   worker_.stop();
-  signals_.cancel();
   io_.stop();
 }
 

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <zmq.hpp>
 
 #include <zring/config.hpp>
@@ -15,6 +14,7 @@
 #include "ipc_server.hpp"
 #include "metrics.hpp"
 #include "ring_worker.hpp"
+#include "signal_thread.hpp"
 
 namespace zring::daemon {
 
@@ -31,7 +31,9 @@ class Daemon {
  private:
   void on_signal(int signal);
   void reload();
-  void shutdown(const std::string& why);
+  // `failure` when zringd stops because a part of it failed: pending
+  // requests get its code and text, and run() returns 1.
+  void shutdown(const std::string& why, const std::optional<Failure>& failure = std::nullopt);
   void notify_ring_state(const RingState& state);
 
   RingConfig config_;
@@ -39,15 +41,16 @@ class Daemon {
   std::optional<std::string> node_;
   std::optional<std::string> log_level_override_;
   boost::asio::io_context io_;
-  boost::asio::signal_set signals_;
   zmq::context_t zmq_;
   RingWorker worker_;
   IpcServer ipc_;
   std::optional<MetricsServer> metrics_;  // when the config has metrics.listen
+  std::optional<SignalThread> signals_;   // SIGINT, SIGTERM, SIGHUP, from run() on
   bool ipc_bound_ = false;  // the IPC socket file is ours to remove
   bool ready_sent_ = false;
   std::optional<std::pair<bool, std::string>> notified_;  // the ring state systemd last heard
   bool stopping_ = false;
+  int exit_status_ = 0;
 };
 
 }  // namespace zring::daemon

@@ -75,7 +75,8 @@ void remove_stale_regions(const std::string& prefix) {
 IpcServer::IpcServer(boost::asio::io_context& io, zmq::context_t& context,
                      const RingConfig& config, RingWorker& worker)
     : io_(io), config_(config), worker_(worker), socket_(context, zmq::socket_type::router),
-      fd_(io), stall_timer_(io), keepalive_timer_(io), waiting_(config.local_ranks),
+      fd_(io), stall_timer_(io), keepalive_timer_(io), backlog_timer_(io),
+      backlog_(kBacklogBytes), waiting_(config.local_ranks),
       owners_(config.local_ranks), owes_(config.local_ranks), regions_(config.local_ranks) {}
 
 IpcServer::~IpcServer() {
@@ -114,18 +115,19 @@ void IpcServer::start() {
   boost::asio::post(io_, [this] { drain(); });
 }
 
-void IpcServer::stop(const std::string& why) {
+void IpcServer::stop(const std::string& why, ErrorCode code) {
   if (!running_) return;
   for (auto& queue : waiting_)
-    for (const Request& r : queue) send_error(r.client, r.id, ErrorCode::aborted, why);
+    for (const Request& r : queue) send_error(r.client, r.id, code, why);
   for (auto& [job, requests] : running_ops_)
-    for (const Request& r : requests) send_error(r.client, r.id, ErrorCode::aborted, why);
+    for (const Request& r : requests) send_error(r.client, r.id, code, why);
   waiting_.assign(config_.local_ranks, {});
   running_ops_.clear();
   regions_.assign(config_.local_ranks, nullptr);  // removes the files
   running_ = false;
   stall_timer_.cancel();
   keepalive_timer_.cancel();
+  backlog_timer_.cancel();
   if (fd_.is_open()) {
     fd_.cancel();
     fd_.release();
@@ -494,23 +496,73 @@ void IpcServer::on_status(const std::string& client, const wire::IpcHeader& head
   send(client, reply);
 }
 
+// An answer goes out at once unless the client's pipe is full or answers
+// to it already wait: then it waits in the backlog, in order. A keepalive
+// is not worth keeping: such a client has messages to read.
 void IpcServer::send(const std::string& client, const wire::IpcHeader& header,
                      std::optional<zmq::message_t> values) {
   if (!running_) return;
-  const std::vector<std::uint8_t> bytes = wire::encode_ipc_header(header);
-  try {
-    if (!socket_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
-      log_warn("a client reads too slowly: an answer to it was dropped");
-      return;
-    }
-    socket_.send(zmq::buffer(bytes.data(), bytes.size()),
-                 values ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    if (values) socket_.send(std::move(*values), zmq::send_flags::none);
-  } catch (const zmq::error_t& e) {
-    log_debug("could not answer a client (" + std::string(e.what()) + "): it has gone");
+  AnswerBacklog::Answer answer{wire::encode_ipc_header(header), std::move(values)};
+  const bool keepalive = header.kind == wire::IpcKind::keepalive;
+  if (backlog_.holds(client)) {
+    if (!keepalive) park(client, std::move(answer));
+  } else if (try_send(client, answer) == AnswerBacklog::Sent::full && !keepalive) {
+    park(client, std::move(answer));
   }
   // Sending can swallow the edge of ZMQ_FD: look for input again.
   boost::asio::post(io_, [this] { drain(); });
+}
+
+AnswerBacklog::Sent IpcServer::try_send(const std::string& client, AnswerBacklog::Answer& answer) {
+  try {
+    if (!socket_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+      return AnswerBacklog::Sent::full;
+    // The rest of a message whose first frame went in always follows it.
+    socket_.send(zmq::buffer(answer.header.data(), answer.header.size()),
+                 answer.values ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (answer.values) socket_.send(std::move(*answer.values), zmq::send_flags::none);
+    return AnswerBacklog::Sent::yes;
+  } catch (const zmq::error_t& e) {
+    log_debug("could not answer a client (" + std::string(e.what()) + "): it has gone");
+    return AnswerBacklog::Sent::gone;
+  }
+}
+
+void IpcServer::park(const std::string& client, AnswerBacklog::Answer answer) {
+  if (!backlog_.park(client, std::move(answer))) {
+    ++answers_dropped_;
+    const auto now = Clock::now();
+    if (!drop_logged_ || now - *drop_logged_ >= std::chrono::seconds(10)) {
+      drop_logged_ = now;
+      log_warn("a client that reads nothing has " + std::to_string(kBacklogBytes >> 20) +
+               " MiB of answers waiting: further answers to it are dropped (" +
+               std::to_string(answers_dropped_) + " so far)");
+    }
+    return;
+  }
+  if (!backlog_armed_) {
+    backlog_retry_ = std::chrono::milliseconds(1);
+    arm_backlog_timer();
+  }
+}
+
+// Retries the backlog, sooner while it moves, up to every 50 ms while it does not.
+void IpcServer::arm_backlog_timer() {
+  backlog_armed_ = true;
+  backlog_timer_.expires_after(backlog_retry_);
+  backlog_timer_.async_wait([this](const boost::system::error_code& ec) {
+    backlog_armed_ = false;
+    if (ec || !running_) return;
+    const std::size_t sent =
+        backlog_.flush([this](const std::string& client, AnswerBacklog::Answer& answer) {
+          return try_send(client, answer);
+        });
+    if (backlog_.empty()) return;
+    backlog_retry_ = sent > 0 ? std::chrono::milliseconds(1)
+                              : std::min(backlog_retry_ * 2, std::chrono::milliseconds(50));
+    arm_backlog_timer();
+    boost::asio::post(io_, [this] { drain(); });
+  });
 }
 
 void IpcServer::send_error(const std::string& client, std::uint64_t id, ErrorCode code,

@@ -26,6 +26,7 @@
 
 #include <zring/config.hpp>
 
+#include "answer_backlog.hpp"
 #include "ring_worker.hpp"
 #include "transport/shared_region.hpp"
 #include "wire/wire.hpp"
@@ -114,8 +115,8 @@ class IpcServer {
 
   // Binds the endpoint (mode 0660) and starts serving. Throws zring::Error.
   void start();
-  // Fails every pending request with `why` and closes the socket.
-  void stop(const std::string& why);
+  // Fails every pending request with `why` (as `code`) and closes the socket.
+  void stop(const std::string& why, ErrorCode code = ErrorCode::aborted);
 
   // Called on the io thread.
   void on_op_done(OpDone done);
@@ -153,6 +154,9 @@ class IpcServer {
   void arm_keepalive();
   void send(const std::string& client, const wire::IpcHeader& header,
             std::optional<zmq::message_t> values = std::nullopt);
+  AnswerBacklog::Sent try_send(const std::string& client, AnswerBacklog::Answer& answer);
+  void park(const std::string& client, AnswerBacklog::Answer answer);
+  void arm_backlog_timer();
   void send_error(const std::string& client, std::uint64_t id, ErrorCode code,
                   const std::string& text);
   [[nodiscard]] std::string rank_name(std::size_t local_rank) const;
@@ -164,7 +168,16 @@ class IpcServer {
   boost::asio::posix::stream_descriptor fd_;
   boost::asio::steady_timer stall_timer_;
   boost::asio::steady_timer keepalive_timer_;
+  boost::asio::steady_timer backlog_timer_;
   bool running_ = false;
+
+  // Answers to clients whose pipe is full, up to this much per client.
+  static constexpr std::size_t kBacklogBytes = std::size_t{64} << 20;
+  AnswerBacklog backlog_;
+  bool backlog_armed_ = false;
+  std::chrono::milliseconds backlog_retry_{1};
+  std::uint64_t answers_dropped_ = 0;
+  std::optional<Clock::time_point> drop_logged_;
 
   std::vector<std::deque<Request>> waiting_;          // per local rank
   std::vector<std::string> owners_;                   // per local rank: its client

@@ -11,6 +11,7 @@
 
 #include "daemon.hpp"
 #include "log.hpp"
+#include "signal_thread.hpp"
 
 namespace po = boost::program_options;
 using namespace zring;
@@ -37,6 +38,9 @@ int check_config(const std::string& path, const std::optional<std::string>& node
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread starts: every thread inherits the mask, and only the
+  // daemon's signal thread takes SIGINT, SIGTERM and SIGHUP.
+  (void)daemon::block_async_signals();
   po::options_description options("Options");
   options.add_options()
       ("config,c", po::value<std::string>(), "the ring's YAML file")

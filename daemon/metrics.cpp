@@ -22,14 +22,6 @@ constexpr std::size_t kMaxSessions = 32;            // concurrent scrapers; more
 constexpr std::size_t kStatusBudget = 48 * 1024;    // the IPC reply must stay < 64 KiB
 constexpr auto kIdleTimeout = std::chrono::seconds(30);
 
-// All error kinds, so that every errors-by-kind series exists from the start
-// (a counter that appears only on its first increment breaks rate()).
-constexpr ErrorCode kErrorCodes[] = {
-    ErrorCode::invalid_argument, ErrorCode::size_mismatch,      ErrorCode::count_mismatch,
-    ErrorCode::missing_tensor,   ErrorCode::no_communicator,    ErrorCode::malformed_message,
-    ErrorCode::unsupported_version, ErrorCode::config_invalid,  ErrorCode::manifest_mismatch,
-    ErrorCode::timeout,          ErrorCode::peer_lost,          ErrorCode::connection_failed,
-    ErrorCode::aborted,          ErrorCode::resource_limit,     ErrorCode::internal};
 
 std::int64_t unix_seconds(DaemonStats::Time t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();

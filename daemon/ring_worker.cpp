@@ -1,12 +1,14 @@
 #include "ring_worker.hpp"
 
 #include <malloc.h>
+#include <pthread.h>
 
 #include <cstring>
 
 #include "codec/error_feedback.hpp"
 #include "collective/allreduce_op.hpp"
 #include "log.hpp"
+#include "signal_thread.hpp"
 #include "transport/staging_board.hpp"
 #include "transport/zmq_ring.hpp"
 
@@ -60,9 +62,11 @@ struct RingWorker::Ring {
 };
 
 RingWorker::RingWorker(zmq::context_t& context, const RingConfig& config,
-                       std::function<void(OpDone)> on_done, std::function<void(RingState)> on_state)
+                       std::function<void(OpDone)> on_done, std::function<void(RingState)> on_state,
+                       std::function<void(Failure)> on_died)
     : context_(context), config_(config), on_done_(std::move(on_done)),
-      on_state_(std::move(on_state)), wake_out_(context, zmq::socket_type::pair),
+      on_state_(std::move(on_state)), on_died_(std::move(on_died)),
+      wake_out_(context, zmq::socket_type::pair),
       wake_endpoint_("inproc://zringd-wake-" + std::to_string(reinterpret_cast<std::uintptr_t>(this))) {}
 
 RingWorker::~RingWorker() { stop(); }
@@ -78,7 +82,15 @@ void RingWorker::start() {
   wake_out_.set(zmq::sockopt::linger, 0);
   wake_out_.set(zmq::sockopt::maxmsgsize, std::int64_t{64});
   wake_out_.connect(wake_endpoint_);
-  thread_ = std::thread([this] { run(); });
+  // Signals go to the daemon's main thread, whose io_context handles them:
+  // the ring thread (and the compression helper it starts) never sees one,
+  // so no wait of theirs ends early. Faults (SIGSEGV, ...) stay unblocked.
+  const sigset_t before = block_async_signals();
+  thread_ = std::thread([this] {  // inherits the mask
+    ::pthread_setname_np(::pthread_self(), "zringd-ring");  // as top -H and the tests see it
+    run();
+  });
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
 void RingWorker::stop() noexcept {
@@ -98,23 +110,37 @@ void RingWorker::submit(OpJob job) {
   {
     std::lock_guard lock(mutex_);
     jobs_.push_back(std::move(job));
+    if (died_) {
+      answer_queued(*died_);
+      return;
+    }
   }
   (void)wake_out_.send(zmq::str_buffer("job"), zmq::send_flags::dontwait);
 }
 
 void RingWorker::run() noexcept {
+  std::optional<Failure> died;
   try {
     loop();
   } catch (const std::exception& e) {
-    log_error(std::string("ring thread stopped: ") + e.what());
+    died = Failure{ErrorCode::internal, std::string("zringd's ring thread stopped: ") + e.what()};
+  } catch (...) {
+    died = Failure{ErrorCode::internal, "zringd's ring thread stopped: an unknown exception"};
   }
+  if (died) log_error(died->text);
   // Whatever is still queued will never run: answer it.
   std::lock_guard lock(mutex_);
+  died_ = died;
+  answer_queued(died ? *died : Failure{ErrorCode::aborted, "zringd is shutting down"});
+  if (died && on_died_) on_died_(*died);
+}
+
+void RingWorker::answer_queued(const Failure& failure) {
   for (OpJob& job : jobs_) {
     if (job.reset_rank) continue;
     OpDone done;
     done.id = job.id;
-    done.failure = Failure{ErrorCode::aborted, "zringd is shutting down"};
+    done.failure = failure;
     on_done_(std::move(done));
   }
   jobs_.clear();

@@ -93,8 +93,14 @@ struct RingState {
 
 class RingWorker {
  public:
+  // on_done answers each op job; on_state reports the ring's state; on_died
+  // says the thread stopped by itself (a broken invariant: every job still
+  // queued, and every job submitted from then on, is answered with the same
+  // failure). All three are called on the ring thread, and on_done also on
+  // the submitting thread once the ring thread is gone.
   RingWorker(zmq::context_t& context, const RingConfig& config,
-             std::function<void(OpDone)> on_done, std::function<void(RingState)> on_state);
+             std::function<void(OpDone)> on_done, std::function<void(RingState)> on_state,
+             std::function<void(Failure)> on_died);
   ~RingWorker();
   RingWorker(const RingWorker&) = delete;
   RingWorker& operator=(const RingWorker&) = delete;
@@ -103,7 +109,8 @@ class RingWorker {
   void start();
   // Aborts a running op, stops the thread and closes the sockets. Idempotent.
   void stop() noexcept;
-  // Queues a job (call from one thread: the daemon's io thread).
+  // Queues a job (call from one thread: the daemon's io thread). After the
+  // ring thread died, answers it at once with the failure it died of.
   void submit(OpJob job);
 
  private:
@@ -112,15 +119,18 @@ class RingWorker {
   std::optional<OpJob> take_ready_job();
   void report_state();
   void execute(OpJob& job);
+  void answer_queued(const Failure& failure);  // with mutex_ held
 
   zmq::context_t& context_;
   const RingConfig& config_;
   std::function<void(OpDone)> on_done_;
   std::function<void(RingState)> on_state_;
+  std::function<void(Failure)> on_died_;
   zmq::socket_t wake_out_;  // submit() side of the wake-up pair
   std::string wake_endpoint_;
   std::mutex mutex_;
   std::deque<OpJob> jobs_;
+  std::optional<Failure> died_;  // why the ring thread stopped by itself
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   struct Ring;

@@ -330,5 +330,8 @@ int main(int argc, char** argv) {
     std::cerr << "zringctl: " << e.what() << "\n";
     if (e.code() == zring::ErrorCode::invalid_argument) std::cerr << kUsage;
     return e.code() == zring::ErrorCode::config_invalid ? 2 : 1;
+  } catch (const std::exception& e) {  // never expected: every path throws zring::Error
+    std::cerr << "zringctl: unexpected error: " << e.what() << "\n";
+    return 1;
   }
 }

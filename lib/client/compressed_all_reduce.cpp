@@ -3,9 +3,34 @@
 #include <zring/compressed_all_reduce.hpp>
 #include <zring/error.hpp>
 
+#include <new>
+
+#include <zmq.hpp>
+
 #include "client/impl.hpp"
 
 namespace zring {
+namespace {
+
+// The public API throws zring::Error and nothing else: what a lower layer
+// lets through (ZeroMQ's own error type, an allocation that failed) becomes
+// one here, named after the call it ended.
+template <typename Call>
+decltype(auto) translated(const char* what, Call&& call) {
+  try {
+    return call();
+  } catch (const Error&) {
+    throw;
+  } catch (const zmq::error_t& e) {
+    throw Error(ErrorCode::connection_failed,
+                std::string(what) + ": ZeroMQ failed: " + e.what() + " (errno " +
+                    std::to_string(e.num()) + ")");
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::resource_limit, std::string(what) + ": out of memory");
+  }
+}
+
+}  // namespace
 
 CompressedAllReduce::CompressedAllReduce(CompressionMethod method, std::size_t world_size)
     : impl_(client::make_standalone(std::move(method), world_size)) {}
@@ -15,7 +40,9 @@ CompressedAllReduce::CompressedAllReduce(std::unique_ptr<Impl> impl) : impl_(std
 CompressedAllReduce CompressedAllReduce::connect(const std::string& endpoint,
                                                  CompressionMethod method,
                                                  ConnectOptions options) {
-  return CompressedAllReduce(client::make_connected(endpoint, std::move(method), options));
+  return translated("connect", [&] {
+    return CompressedAllReduce(client::make_connected(endpoint, std::move(method), options));
+  });
 }
 
 CompressedAllReduce::CompressedAllReduce(CompressedAllReduce&&) noexcept = default;
@@ -33,37 +60,42 @@ CompressedAllReduce::Impl& checked(const std::unique_ptr<CompressedAllReduce::Im
 }  // namespace
 
 TensorMap CompressedAllReduce::all_reduce(const TensorMap& gradients) {
-  return checked(impl_).all_reduce(gradients);
+  return translated("all_reduce", [&] { return checked(impl_).all_reduce(gradients); });
 }
 
 void CompressedAllReduce::all_reduce_in_place(TensorMap& gradients) {
-  checked(impl_).all_reduce_in_place(gradients);
+  translated("all_reduce_in_place", [&] { checked(impl_).all_reduce_in_place(gradients); });
 }
 
 void CompressedAllReduce::all_reduce_in_place(const TensorViews& tensors) {
-  checked(impl_).all_reduce_in_place(tensors);
+  translated("all_reduce_in_place", [&] { checked(impl_).all_reduce_in_place(tensors); });
 }
 
 SharedTensors CompressedAllReduce::make_shared_tensors(const TensorShapes& shapes) {
-  return SharedTensors(checked(impl_).make_shared_tensors(shapes));
+  return translated("make_shared_tensors",
+                    [&] { return SharedTensors(checked(impl_).make_shared_tensors(shapes)); });
 }
 
 void CompressedAllReduce::all_reduce_in_place(SharedTensors& tensors) {
-  Impl& impl = checked(impl_);
-  if (tensors.storage_) impl.all_reduce_in_place(*tensors.storage_);
-  else {
-    TensorMap none;  // no tensors: the op still runs, as for an empty TensorMap
-    impl.all_reduce_in_place(none);
-  }
+  translated("all_reduce_in_place", [&] {
+    Impl& impl = checked(impl_);
+    if (tensors.storage_) impl.all_reduce_in_place(*tensors.storage_);
+    else {
+      TensorMap none;  // no tensors: the op still runs, as for an empty TensorMap
+      impl.all_reduce_in_place(none);
+    }
+  });
 }
 
 TensorMap CompressedAllReduce::all_reduce_with_peers(const TensorMap& gradients,
                                                      const std::vector<CompressedMap>& peers) {
-  return checked(impl_).all_reduce_with_peers(gradients, peers);
+  return translated("all_reduce_with_peers",
+                    [&] { return checked(impl_).all_reduce_with_peers(gradients, peers); });
 }
 
 CompressedMap CompressedAllReduce::compress_for_transmission(const TensorMap& gradients) {
-  return checked(impl_).compress_for_transmission(gradients);
+  return translated("compress_for_transmission",
+                    [&] { return checked(impl_).compress_for_transmission(gradients); });
 }
 
 // The noexcept observers answer neutrally for a moved-from object.

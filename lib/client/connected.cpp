@@ -28,6 +28,7 @@
 #include "client/tensor_views.hpp"
 #include "transport/shared_region.hpp"
 #include "transport/staging_board.hpp"
+#include "transport/zmq_calls.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::client {
@@ -95,7 +96,14 @@ class Connected final : public CompressedAllReduce::Impl {
     socket_.set(zmq::sockopt::linger, 0);
     // Large values travel in the shared buffer: no reply needs more.
     socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(kMaxReplyBytes));
-    socket_.connect(endpoint);
+    try {
+      transport::retry_interrupted([&] { socket_.connect(endpoint); });
+    } catch (const zmq::error_t& e) {
+      throw Error(ErrorCode::invalid_argument,
+                  "connect: '" + endpoint + "' is not an endpoint ZeroMQ can connect to (" +
+                      e.what() + "); zringd's is the `ipc:` of its config, for example "
+                      "ipc:///run/zring/zring.sock");
+    }
     hello();
     local_ = LocalAggregator(method_, world_size_);
   }
@@ -363,11 +371,14 @@ class Connected final : public CompressedAllReduce::Impl {
     // Never blocks: with no zringd on the socket, ZeroMQ queues requests up
     // to its high-water mark and would then wait for one forever.
     const auto more = data ? zmq::send_flags::sndmore : zmq::send_flags::none;
-    if (!socket_.send(zmq::buffer(header.data(), header.size()), more | zmq::send_flags::dontwait))
+    if (!transport::retry_interrupted([&] {
+          return socket_.send(zmq::buffer(header.data(), header.size()), more | zmq::send_flags::dontwait);
+        }))
       throw Error(ErrorCode::connection_failed,
                   "zringd at " + endpoint_ + " takes no requests (its queue is full: it has been "
                   "gone for a while); is zringd running (systemctl status zringd)?");
-    if (data) socket_.send(std::move(*data), zmq::send_flags::none);  // the rest of a message goes with it
+    if (data)  // the rest of a message goes with it
+      transport::retry_interrupted([&] { return socket_.send(std::move(*data), zmq::send_flags::none); });
     return request.request;
   }
 
@@ -383,7 +394,7 @@ class Connected final : public CompressedAllReduce::Impl {
     if (wait.count() > 0 && decides_by != Clock::time_point::max())
       wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(decides_by - Clock::now()),
                         std::chrono::milliseconds(0), wait);
-    if (zmq::poll(items, 2, wait) > 0 && (items[0].revents & ZMQ_POLLIN)) return Waited::reply;
+    if (transport::poll_items(items, 2, wait) > 0 && (items[0].revents & ZMQ_POLLIN)) return Waited::reply;
     switch (watch_.check()) {
       case DaemonWatch::State::open: return std::nullopt;
       case DaemonWatch::State::closed_during: break;
@@ -391,7 +402,7 @@ class Connected final : public CompressedAllReduce::Impl {
     }
     // What the daemon sent before its end closed is queued ahead of the news.
     zmq::pollitem_t dealer{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&dealer, 1, std::chrono::milliseconds(0)) > 0) return Waited::reply;
+    if (transport::poll_items(&dealer, 1, std::chrono::milliseconds(0)) > 0) return Waited::reply;
     return Waited::closed_during;
   }
 
@@ -431,10 +442,14 @@ class Connected final : public CompressedAllReduce::Impl {
       }
       last_reply_was_silence_ = false;
       zmq::message_t frame;
-      (void)socket_.recv(frame);
+      const auto receive = [this](zmq::message_t& into) {
+        // The reply is queued (look() said so); its frames come together.
+        return transport::retry_interrupted([&] { return socket_.recv(into, zmq::recv_flags::none); });
+      };
+      (void)receive(frame);
       zmq::message_t data;
-      if (frame.more()) (void)socket_.recv(data);
-      while (data.more()) (void)socket_.recv(data);  // never expected: drop extras
+      if (frame.more()) (void)receive(data);
+      while (data.more()) (void)receive(data);  // never expected: drop extras
       wire::IpcHeader reply = wire::decode_ipc_header(frame.data<std::uint8_t>(), frame.size());
       if (reply.request != id) continue;  // a late answer to a request that timed out
       if (reply.kind == wire::IpcKind::keepalive) {

@@ -1,11 +1,14 @@
 // daemon_watch.cpp - the DEALER's monitor events, read for the client.
 #include "client/daemon_watch.hpp"
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 
 #include <zring/error.hpp>
+
+#include "transport/zmq_calls.hpp"
 
 namespace zring::client {
 
@@ -23,12 +26,16 @@ std::string monitor_endpoint(const void* socket) {
 DaemonWatch::DaemonWatch(zmq::context_t& context, zmq::socket_t& dealer)
     : dealer_(dealer), monitor_(context, zmq::socket_type::pair) {
   const std::string endpoint = monitor_endpoint(dealer.handle());
-  if (zmq_socket_monitor(dealer.handle(), endpoint.c_str(),
-                         ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+  int watched = -1;
+  do {  // a signal may end the call (EINTR): it is simply made again
+    watched = zmq_socket_monitor(dealer.handle(), endpoint.c_str(),
+                                 ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
+  } while (watched != 0 && zmq_errno() == EINTR);
+  if (watched != 0)
     throw Error(ErrorCode::internal, std::string("cannot watch the connection to zringd: ") +
                                          zmq_strerror(zmq_errno()));
   monitor_.set(zmq::sockopt::linger, 0);
-  monitor_.connect(endpoint);
+  transport::retry_interrupted([&] { monitor_.connect(endpoint); });
 }
 
 DaemonWatch::~DaemonWatch() {
@@ -58,10 +65,12 @@ DaemonWatch::Clock::time_point DaemonWatch::decides_by() const {
 void DaemonWatch::read_events() {
   for (;;) {
     zmq::message_t event;
-    if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+    if (!transport::retry_interrupted([&] { return monitor_.recv(event, zmq::recv_flags::dontwait); }))
+      return;
     for (bool more = event.more(); more;) {  // the endpoint: not needed
       zmq::message_t rest;
-      more = monitor_.recv(rest, zmq::recv_flags::dontwait) && rest.more();
+      more = transport::retry_interrupted([&] { return monitor_.recv(rest, zmq::recv_flags::dontwait); }) &&
+             rest.more();
     }
     if (event.size() < sizeof(std::uint16_t)) continue;
     std::uint16_t id = 0;

@@ -4,6 +4,7 @@
 
 #include <zring/error.hpp>
 
+#include "transport/zmq_calls.hpp"
 
 namespace zring::transport {
 namespace {
@@ -189,7 +190,7 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
   const std::size_t wake_at = count;
   if (wake) items[count++] = {wake->handle(), 0, ZMQ_POLLIN, 0};
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait);
-  zmq::poll(items.data(), count, ms);
+  (void)poll_items(items.data(), count, ms);
   if (items[1].revents & ZMQ_POLLOUT) flush();
   if (items[2].revents & ZMQ_POLLIN) read_monitor();
   if (items[3].revents & ZMQ_POLLIN) read_out_monitor();

@@ -3,6 +3,7 @@
 #include "wire/msgpack_io.hpp"
 
 #include <cctype>
+#include <limits>
 #include <optional>
 
 #include <zring/error.hpp>
@@ -304,11 +305,10 @@ std::uint64_t as_kind(const msgpack::object& o, std::uint64_t last, const Where&
 }
 
 std::uint32_t as_error_code(const msgpack::object& o, const Where& where) {
-  constexpr auto kLast = static_cast<std::uint64_t>(ErrorCode::internal);
-  if (o.type == msgpack::type::POSITIVE_INTEGER && o.via.u64 > kLast)
-    reject(where, std::to_string(o.via.u64) + " is not a zring error code (the last is " +
-                      std::to_string(kLast) + ", internal)");
-  return static_cast<std::uint32_t>(as_uint(o, kLast, where));
+  const std::uint64_t number = as_uint(o, std::numeric_limits<std::uint32_t>::max(), where);
+  if (!is_error_code(number))
+    reject(where, std::to_string(number) + " is not a zring error code (docs/errors.md lists them)");
+  return static_cast<std::uint32_t>(number);
 }
 
 std::span<const msgpack::object> body(const msgpack::object& root, std::size_t items,

@@ -119,7 +119,7 @@ struct TreeLimits {
 // The number of a kind enum whose values run 1..last.
 [[nodiscard]] std::uint64_t as_kind(const msgpack::object& o, std::uint64_t last,
                                     const Where& where);
-// A zring::ErrorCode (at most ErrorCode::internal), as its number.
+// A zring::ErrorCode (one of kErrorCodes), as its number.
 [[nodiscard]] std::uint32_t as_error_code(const msgpack::object& o, const Where& where);
 
 // The body of a message: the root array's items after [version, type];

@@ -135,7 +135,7 @@ struct RingHeader {
 inline constexpr std::size_t kMaxRingTextBytes = 4096;
 
 // [version, 2 (ring), kind (1..6), generation, op, sender, phase (0..4; 1..4
-//  for data), segment, chunk, hop, origin, error_code (<= ErrorCode::internal),
+//  for data), segment, chunk, hop, origin, error_code (one of kErrorCodes),
 //  text (str)]: 13 flat items, the u32 fields < 2^32.
 [[nodiscard]] std::vector<std::uint8_t> encode_ring_header(const RingHeader& header);
 // Validated: throws unsupported_version / malformed_message.
@@ -143,7 +143,7 @@ inline constexpr std::size_t kMaxRingTextBytes = 4096;
 
 // The summary every node sends at the start of an op:
 // [version, 3 (summary), manifest (see above), error (str), error_code
-//  (<= ErrorCode::internal), stats (bin: float32 each, host byte order),
+//  (one of kErrorCodes), stats (bin: float32 each, host byte order),
 //  nonfinite (bin: 12 bytes each: u32 tensor, u32 index, float32 value, host
 //  byte order), blob_bytes (uint <= kMaxBlobBytes)]
 inline constexpr std::uint64_t kMaxBlobBytes = std::uint64_t{1} << 40;
@@ -215,7 +215,7 @@ inline constexpr std::size_t kMaxIpcTextBytes = std::size_t{1} << 16;
 
 // [version, 4 (ipc), kind (1..11), request, local_rank, manifest (see above),
 //  world_size, rank, local_ranks, timeout_ms, heartbeat_ms, node (str), op,
-//  wire_bytes, dense_bytes, error_code (<= ErrorCode::internal), text (str)]:
+//  wire_bytes, dense_bytes, error_code (one of kErrorCodes), text (str)]:
 // 17 items, the u32 fields < 2^32.
 [[nodiscard]] std::vector<std::uint8_t> encode_ipc_header(const IpcHeader& header);
 [[nodiscard]] IpcHeader decode_ipc_header(const std::uint8_t* data, std::size_t size);

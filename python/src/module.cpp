@@ -18,11 +18,7 @@ namespace zring::python {
 // the C++ message as its text.
 void bind_errors(py::module_& m) {
   py::enum_<ErrorCode> codes(m, "ErrorCode", "The kinds of zring.Error (see docs/errors.md).");
-  for (int c = static_cast<int>(ErrorCode::invalid_argument);
-       c <= static_cast<int>(ErrorCode::internal); ++c) {
-    const auto code = static_cast<ErrorCode>(c);
-    codes.value(to_string(code), code);
-  }
+  for (const ErrorCode code : kErrorCodes) codes.value(to_string(code), code);
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);

@@ -27,8 +27,6 @@ using zring::CompressedGradient;
 using zring::CompressedMap;
 using Bytes = std::vector<std::uint8_t>;
 
-constexpr auto kLastErrorCode = static_cast<std::uint32_t>(zring::ErrorCode::internal);
-
 template <typename T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() &&
@@ -141,7 +139,7 @@ void check_valid(const wire::RingHeader& h) {
   ZRING_FUZZ_CHECK(kind >= 1 && kind <= static_cast<unsigned>(wire::RingKind::abort));
   ZRING_FUZZ_CHECK(phase <= static_cast<unsigned>(collective::Phase::blobs));
   ZRING_FUZZ_CHECK(h.kind != wire::RingKind::data || phase >= 1);
-  ZRING_FUZZ_CHECK(h.error_code <= kLastErrorCode);
+  ZRING_FUZZ_CHECK(zring::is_error_code(h.error_code));
   ZRING_FUZZ_CHECK(h.text.size() <= wire::kMaxRingTextBytes);
 }
 
@@ -153,7 +151,7 @@ bool same(const wire::RingHeader& a, const wire::RingHeader& b) {
 void check_valid(const collective::NodeSummary& s) {
   check_valid(s.manifest);
   ZRING_FUZZ_CHECK(s.error.size() <= wire::kMaxRingTextBytes);
-  ZRING_FUZZ_CHECK(s.error_code <= kLastErrorCode);
+  ZRING_FUZZ_CHECK(zring::is_error_code(s.error_code));
   ZRING_FUZZ_CHECK(s.blob_bytes <= wire::kMaxBlobBytes);
 }
 
@@ -175,7 +173,7 @@ void check_valid(const wire::IpcHeader& h) {
   check_valid(h.manifest);
   ZRING_FUZZ_CHECK(h.node.size() <= wire::kMaxNodeNameBytes);
   ZRING_FUZZ_CHECK(h.text.size() <= wire::kMaxIpcTextBytes);
-  ZRING_FUZZ_CHECK(h.error_code <= kLastErrorCode);
+  ZRING_FUZZ_CHECK(zring::is_error_code(h.error_code));
 }
 
 bool same(const wire::IpcHeader& a, const wire::IpcHeader& b) {

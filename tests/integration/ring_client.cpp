@@ -21,6 +21,14 @@
 // what those SharedTensors hold now and answers "ok zero_copy=0|1"; "quit"
 // ends it. The test that
 // drives it decides when the ranks move on, as a training loop would.
+//
+// With ZRING_CLIENT_ALARM_US=N in its environment, a SIGALRM (handler
+// without SA_RESTART, as a profiler's or a training loop's watchdog) lands
+// every N microseconds while it reduces; it prints how many did.
+#include <signal.h>
+#include <sys/time.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -33,6 +41,23 @@
 #include "support/reference.hpp"
 
 namespace {
+
+std::atomic<std::uint64_t> alarms{0};
+
+void count_alarm(int) { alarms.fetch_add(1, std::memory_order_relaxed); }
+
+void start_alarms() {
+  const char* every = std::getenv("ZRING_CLIENT_ALARM_US");
+  if (!every) return;
+  struct sigaction action {};
+  action.sa_handler = count_alarm;
+  action.sa_flags = 0;  // no SA_RESTART: a wait the signal lands in ends with EINTR
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(SIGALRM, &action, nullptr);
+  const long us = std::stol(every);
+  itimerval timer{{us / 1000000, us % 1000000}, {us / 1000000, us % 1000000}};
+  ::setitimer(ITIMER_REAL, &timer, nullptr);
+}
 
 std::vector<std::size_t> parse_sizes(const std::string& text) {
   std::vector<std::size_t> sizes;
@@ -136,6 +161,7 @@ int main(int argc, char** argv) {
   }
   const std::string endpoint = argv[1], out_path = argv[7];
   const std::vector<std::size_t> sizes = parse_sizes(argv[6]);
+  start_alarms();
   try {
     zring::ConnectOptions options;
     options.local_rank = std::stoul(argv[2]);
@@ -190,10 +216,15 @@ int main(int argc, char** argv) {
     std::cout << "rank " << ar.rank() << " of " << ar.world_size() << " done, "
               << ar.traffic().wire_bytes << " wire bytes for " << ar.traffic().dense_bytes
               << " dense\n";
+    if (std::getenv("ZRING_CLIENT_ALARM_US")) std::cout << "alarms " << alarms.load() << "\n";
     return 0;
   } catch (const zring::Error& e) {
     std::ofstream(out_path + ".err") << "ERROR " << zring::to_string(e.code()) << ": " << e.what();
     std::cerr << "ERROR " << zring::to_string(e.code()) << ": " << e.what() << "\n";
     return 3;
+  } catch (const std::exception& e) {  // the API let something else than a zring::Error through
+    std::ofstream(out_path + ".err") << "NOT A zring::Error: " << e.what();
+    std::cerr << "NOT A zring::Error: " << e.what() << "\n";
+    return 6;
   }
 }

@@ -245,10 +245,24 @@ def test_error_is_picklable_and_constructible():
     assert zring.Error.__module__ == "zring"
 
 
-def test_every_error_code_has_a_name():
-    names = [c.name for c in zring.ErrorCode.__members__.values()]
-    for expected in ("invalid_argument", "timeout", "peer_lost", "manifest_mismatch", "internal"):
-        assert expected in names
+def test_every_error_code_has_its_fixed_number():
+    # The numbers travel between processes: they never change (docs/errors.md).
+    numbers = {c.name: int(c.value) for c in zring.ErrorCode.__members__.values()}
+    assert numbers == {
+        "invalid_argument": 0, "size_mismatch": 1, "count_mismatch": 2, "missing_tensor": 3,
+        "no_communicator": 4, "malformed_message": 5, "unsupported_version": 6,
+        "config_invalid": 7, "manifest_mismatch": 8, "timeout": 9, "peer_lost": 10,
+        "connection_failed": 11, "aborted": 12, "resource_limit": 13, "internal": 14,
+    }
+
+
+@pytest.mark.parametrize("endpoint", ["bogus://somewhere", "tcp://127.0.0.1"])
+def test_connect_to_an_endpoint_zeromq_cannot_use_is_a_zring_error(endpoint):
+    # ZeroMQ's own exception used to reach Python as a bare RuntimeError.
+    with pytest.raises(zring.Error) as caught:
+        zring.CompressedAllReduce.connect(endpoint, "none")
+    assert caught.value.kind == "invalid_argument"
+    assert caught.value.message.startswith(f"connect: '{endpoint}' is not an endpoint ZeroMQ can connect to (")
 
 
 def test_connect_without_a_daemon_is_connection_failed(tmp_path):

@@ -482,3 +482,44 @@ BOOST_AUTO_TEST_CASE(hostile_requests_on_the_ipc_socket_get_errors_and_disturb_n
   ClientBatch after(ring, "none", 102, 2, kSizes);
   BOOST_TEST(after.finish() == "");
 }
+
+// A local process that sends requests and reads nothing for a while (it was
+// stopped, or it floods): its answers fill the daemon's pipe to it. They
+// wait in the daemon, in order, and every one arrives once it reads.
+BOOST_AUTO_TEST_CASE(a_client_that_reads_nothing_for_a_while_still_gets_every_answer_in_order) {
+  TestRing ring(setup());
+  ring.start_all();
+  ring.wait_up();
+  zmq::context_t context(1);
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::rcvhwm, 1);
+  dealer.connect(ring.ipc(1));
+  // Far more answers than the daemon's pipe (10000) and the socket buffers hold.
+  constexpr std::uint64_t kRequests = 40000;
+  wire::IpcHeader h;
+  h.kind = wire::IpcKind::result;  // a kind only the daemon sends: answered with an error
+  for (std::uint64_t id = 1; id <= kRequests; ++id) {
+    h.request = id;
+    const Bytes bytes = wire::encode_ipc_header(h);
+    BOOST_TEST_REQUIRE(dealer.send(zmq::buffer(bytes), zmq::send_flags::none).has_value());
+  }
+  dealer.set(zmq::sockopt::rcvtimeo, 200);
+  std::uint64_t got = 0, out_of_order = 0;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);  // a guard
+  while (got < kRequests && std::chrono::steady_clock::now() < give_up) {
+    zmq::message_t reply;
+    if (!dealer.recv(reply)) continue;
+    const wire::IpcHeader answer = wire::decode_ipc_header(reply.data<std::uint8_t>(), reply.size());
+    if (answer.kind == wire::IpcKind::keepalive) continue;
+    BOOST_TEST_REQUIRE((answer.kind == wire::IpcKind::error), "answer " << got + 1 << " is no error");
+    BOOST_TEST_REQUIRE(answer.error_code == static_cast<std::uint32_t>(ErrorCode::malformed_message));
+    out_of_order += answer.request == got + 1 ? 0 : 1;
+    ++got;
+  }
+  BOOST_TEST(got == kRequests, got << " of " << kRequests << " answers arrived");
+  BOOST_TEST(out_of_order == 0u);
+  BOOST_TEST(ring.daemon(1).running());
+  ClientBatch after(ring, "none", 103, 2, kSizes);
+  BOOST_TEST(after.finish() == "");
+}

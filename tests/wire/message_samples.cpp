@@ -180,23 +180,19 @@ void check_valid(const collective::Manifest& m) {
   }
 }
 
-namespace {
-constexpr auto kMaxErrorCode = static_cast<std::uint32_t>(ErrorCode::internal);
-}
-
 void check_valid(const RingHeader& h) {
   const auto kind = static_cast<int>(h.kind);
   BOOST_TEST((kind >= 1 && kind <= 6));
   const auto phase = static_cast<int>(h.tag.phase);
   BOOST_TEST((phase >= (h.kind == RingKind::data ? 1 : 0) && phase <= 4));
-  BOOST_TEST(h.error_code <= kMaxErrorCode);
+  BOOST_TEST(is_error_code(h.error_code));
   BOOST_TEST(h.text.size() <= wire::kMaxRingTextBytes);
 }
 
 void check_valid(const NodeSummary& s) {
   check_valid(s.manifest);
   BOOST_TEST(s.error.size() <= wire::kMaxRingTextBytes);
-  BOOST_TEST(s.error_code <= kMaxErrorCode);
+  BOOST_TEST(is_error_code(s.error_code));
   BOOST_TEST(s.blob_bytes <= wire::kMaxBlobBytes);
 }
 
@@ -205,7 +201,7 @@ void check_valid(const IpcHeader& h) {
   BOOST_TEST((kind >= 1 && kind <= 11));
   check_valid(h.manifest);
   BOOST_TEST(h.node.size() <= wire::kMaxNodeNameBytes);
-  BOOST_TEST(h.error_code <= kMaxErrorCode);
+  BOOST_TEST(is_error_code(h.error_code));
   BOOST_TEST(h.text.size() <= wire::kMaxIpcTextBytes);
 }
 

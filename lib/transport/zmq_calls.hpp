@@ -1,0 +1,48 @@
+// zmq_calls.hpp - ZeroMQ calls that a signal does not interrupt.
+//
+// Any libzmq call that looks at a socket's command pipe (poll, send, recv,
+// even with ZMQ_DONTWAIT) can fail with EINTR when a signal lands on the
+// calling thread, and cppzmq throws zmq::error_t for it. In a training
+// process (SIGALRM watchdogs, a profiler's SIGPROF, SIGCHLD of a data
+// loader) that would escape the API as something other than a zring::Error.
+// These retry instead: a signal changes nothing, only real errors (a closed
+// context, a bad socket) throw.
+#pragma once
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+
+#include <zmq.hpp>
+
+namespace zring::transport {
+
+// call(), again for as long as it fails with EINTR.
+template <typename Call>
+decltype(auto) retry_interrupted(Call&& call) {
+  for (;;) {
+    try {
+      return call();
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
+}
+
+// zmq::poll that goes on sleeping until something is ready or the time is up.
+inline int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + timeout;
+  for (;;) {
+    try {
+      return zmq::poll(items, count, timeout);
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+    timeout = std::max(std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()),
+                       std::chrono::milliseconds(0));
+  }
+}
+
+}  // namespace zring::transport

@@ -1,0 +1,161 @@
+// test_ring_worker.cpp - zringd's ring thread: it sees no signals, and if it
+// ever stops by itself every op it holds, and every op submitted after, is
+// answered with why (so no client waits on keepalives for an op that will
+// never run), and the daemon is told.
+#include <boost/test/unit_test.hpp>
+
+#include <condition_variable>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zring/config.hpp>
+
+#include "proc/process.hpp"
+#include "ring_worker.hpp"
+
+using namespace zring;
+using daemon::Failure;
+using daemon::OpDone;
+using daemon::OpJob;
+using daemon::RingWorker;
+
+namespace {
+
+// A ring of `nodes` on 127.0.0.1 as node "n0" sees it (the others never start).
+RingConfig ring_of(std::size_t nodes) {
+  const std::vector<int> ports = proc::free_ports(nodes);
+  std::string yaml = "timeout_ms: 2000\nheartbeat_ms: 200\nnodes:\n";
+  for (std::size_t n = 0; n < nodes; ++n)
+    yaml += "  - {name: n" + std::to_string(n) + ", address: tcp://127.0.0.1:" +
+            std::to_string(ports[n]) + ", ipc: ipc:///tmp/zring-test-unused-" + std::to_string(n) +
+            ".sock}\n";
+  return parse_config(yaml, "test_ring_worker", std::string("n0"));
+}
+
+// What the worker reported, waited for with a guard (not a timing).
+struct Reports {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<OpDone> done;
+  std::optional<Failure> died;
+
+  template <typename Ready>
+  bool wait_for(Ready ready) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(30), ready);
+  }
+};
+
+OpJob op(std::uint64_t id) {
+  OpJob job;
+  job.id = id;
+  job.manifest.method = "none";
+  return job;
+}
+
+// The signal mask of this process's thread named `name`, from /proc (the
+// thread names itself as it starts: look again until it has).
+std::optional<std::uint64_t> blocked_signals_of(const std::string& name) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (; std::chrono::steady_clock::now() < give_up;
+       std::this_thread::sleep_for(std::chrono::milliseconds(5)))
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string got;
+      std::getline(comm, got);
+      if (got != name) continue;
+      std::ifstream status(task.path() / "status");
+      for (std::string line; std::getline(status, line);)
+        if (line.rfind("SigBlk:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+    }
+  return std::nullopt;
+}
+
+bool has(std::uint64_t mask, int signal) { return (mask >> (signal - 1)) & 1; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(ring_worker)
+
+BOOST_AUTO_TEST_CASE(the_ring_thread_blocks_every_signal_but_faults) {
+  zmq::context_t context(1);
+  const RingConfig config = ring_of(1);
+  RingWorker worker(context, config, [](OpDone) {}, [](daemon::RingState) {}, [](Failure) {});
+  worker.start();
+  const auto mask = blocked_signals_of("zringd-ring");
+  worker.stop();
+  BOOST_TEST_REQUIRE(mask.has_value(), "no thread named zringd-ring");
+  for (const int s : {SIGHUP, SIGINT, SIGTERM, SIGALRM, SIGUSR1, SIGCHLD, SIGPROF})
+    BOOST_TEST(has(*mask, s), "signal " << s << " reaches the ring thread");
+  for (const int s : {SIGSEGV, SIGBUS, SIGFPE, SIGABRT})
+    BOOST_TEST(!has(*mask, s), "fault signal " << s << " is blocked");
+}
+
+BOOST_AUTO_TEST_CASE(a_ring_thread_that_dies_answers_every_op_and_tells_the_daemon) {
+  zmq::context_t context(1);
+  const RingConfig config = ring_of(1);
+  Reports reports;
+  const auto on_done = [&](OpDone done) {
+    std::lock_guard lock(reports.mutex);
+    reports.done.push_back(std::move(done));
+    reports.changed.notify_all();
+  };
+  const auto on_died = [&](Failure failure) {
+    std::lock_guard lock(reports.mutex);
+    reports.died = std::move(failure);
+    reports.changed.notify_all();
+  };
+  RingWorker worker(context, config, on_done, [](daemon::RingState) {}, on_died);
+  worker.start();
+  // A reset for a local rank the node does not have breaks an invariant the
+  // IPC side keeps: the thread's loop throws outside any op.
+  OpJob broken;
+  broken.reset_rank = 7;
+  worker.submit(std::move(broken));
+  BOOST_TEST_REQUIRE(reports.wait_for([&] { return reports.died.has_value(); }),
+                     "the worker never said its thread died");
+  BOOST_TEST(reports.died->code == ErrorCode::internal);
+  BOOST_TEST(reports.died->text.find("zringd's ring thread stopped: ") == 0u, reports.died->text);
+  // An op submitted now is answered at once, with the same failure.
+  worker.submit(op(42));
+  BOOST_TEST_REQUIRE(reports.wait_for([&] { return !reports.done.empty(); }));
+  {
+    std::lock_guard lock(reports.mutex);
+    BOOST_TEST(reports.done.size() == 1u);
+    BOOST_TEST(reports.done[0].id == 42u);
+    BOOST_TEST_REQUIRE(reports.done[0].failure.has_value());
+    BOOST_TEST(reports.done[0].failure->code == ErrorCode::internal);
+    BOOST_TEST(reports.done[0].failure->text == reports.died->text);
+  }
+  worker.stop();
+}
+
+BOOST_AUTO_TEST_CASE(a_stopped_worker_answers_what_it_held_as_shutdown_not_as_a_failure) {
+  zmq::context_t context(1);
+  const RingConfig config = ring_of(2);  // n1 never starts: the ring cannot form
+  Reports reports;
+  bool died = false;
+  RingWorker worker(
+      context, config,
+      [&](OpDone done) {
+        std::lock_guard lock(reports.mutex);
+        reports.done.push_back(std::move(done));
+      },
+      [](daemon::RingState) {}, [&](Failure) { died = true; });
+  worker.start();
+  worker.submit(op(1));  // waits for the ring
+  worker.stop();
+  BOOST_TEST(!died);
+  BOOST_TEST_REQUIRE(reports.done.size() == 1u);
+  BOOST_TEST_REQUIRE(reports.done[0].failure.has_value());
+  BOOST_TEST(reports.done[0].failure->code == ErrorCode::aborted);
+  BOOST_TEST(reports.done[0].failure->text == "zringd is shutting down");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
