@@ -27,6 +27,8 @@ class RingAllreduce {
   // Elements handled at a time inside a chunk (a multiple of 8, so packed
   // lanes stay byte aligned): small enough to stay in the L1/L2 cache.
   static constexpr std::size_t kBlock = 4096;
+  // How far this node's own segment may run ahead of its predecessor's.
+  static constexpr std::size_t kWindowBytes = std::size_t{16} << 20;
 
   RingAllreduce(RingLink& link, const Lane& lane, const Acc* local, Acc* result, BlockIo<Acc>* io,
                 std::size_t elements, const RingOptions& options, RingStats& stats,
@@ -46,11 +48,12 @@ class RingAllreduce {
       finish_locally();
       return;
     }
-    start_own_segment();
+    send_own_chunks();
     std::size_t missing = geometry_.total_chunks();
     while (missing > 0) {
       Message msg = link_.recv(Clock::now() + options_.timeout);
       if (handle(msg)) --missing;
+      send_own_chunks();
     }
   }
 
@@ -136,31 +139,47 @@ class RingAllreduce {
                                                                       : nullptr;
   }
 
-  void start_own_segment() {
-    for (std::size_t c = 0; c < geometry_.chunks(self_); ++c) {
-      auto [begin, end] = geometry_.range(self_, c);
-      await_local(self_, end);
-      if constexpr (kFloatWire) {
-        // The values are their own wire form: sent from where they are. By
-        // the time this op ends they have been received (the sum of this
-        // segment comes back only after they went round); if it fails, the
-        // owner keeps the memory alive for whatever ZeroMQ still holds.
-        if (local_owner_) {
-          send({Phase::reduce, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
-               Bytes(reinterpret_cast<const std::uint8_t*>(local_ + begin), (end - begin) * 4, local_owner_));
-          continue;
-        }
+  // Flow control without a backward channel: each chunk of this node's
+  // own segment is one message going round, as partial sums, then as the
+  // complete sum that comes back here (gather hop 1) after 2(N-1) hops;
+  // every hop takes one message and passes one on. This node starts the
+  // next chunk of its segment only when one of the last `window` came
+  // back, so at most N x window messages are in flight in the whole ring,
+  // whatever the op's size: no node's receive queue, and so no zringd's
+  // memory, grows with the tensor (sent all at once, a slower node would
+  // have a segment, a quarter of a 4-node op, waiting in its queue).
+  // The window (16 MiB, and at least 2(N-1) + 2 chunks) keeps every link busy.
+  void send_own_chunks() {
+    const std::size_t own = geometry_.chunks(self_);
+    const std::size_t window =
+        std::max({kWindowBytes / std::max<std::size_t>(options_.chunk_bytes, 1), 2 * nodes_, std::size_t{4}});
+    const std::size_t allowed = std::min(own, own_returned_ + window);
+    for (; own_sent_ < allowed; ++own_sent_) send_own_chunk(own_sent_);
+  }
+
+  void send_own_chunk(std::size_t c) {
+    auto [begin, end] = geometry_.range(self_, c);
+    await_local(self_, end);
+    if constexpr (kFloatWire) {
+      // The values are their own wire form: sent from where they are. By
+      // the time this op ends they have been received (the sum of this
+      // segment comes back only after they went round); if it fails, the
+      // owner keeps the memory alive for whatever ZeroMQ still holds.
+      if (local_owner_) {
+        send({Phase::reduce, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
+             Bytes(reinterpret_cast<const std::uint8_t*>(local_ + begin), (end - begin) * 4, local_owner_));
+        return;
       }
-      const Lane& lane = lanes_[1];
-      const std::size_t n = end - begin;
-      OwnedBuffer wire = allocate(lane.wire_bytes(n));
-      for (std::size_t at = 0; at < n; at += kBlock) {  // at is a multiple of 8
-        const std::size_t len = std::min(kBlock, n - at);
-        lane.encode(local_block(begin + at, len), len, wire.data.get() + lane.wire_bytes(at));
-      }
-      send({Phase::reduce, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
-           wire.bytes());
     }
+    const Lane& lane = lanes_[1];
+    const std::size_t n = end - begin;
+    OwnedBuffer wire = allocate(lane.wire_bytes(n));
+    for (std::size_t at = 0; at < n; at += kBlock) {  // at is a multiple of 8
+      const std::size_t len = std::min(kBlock, n - at);
+      lane.encode(local_block(begin + at, len), len, wire.data.get() + lane.wire_bytes(at));
+    }
+    send({Phase::reduce, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
+         wire.bytes());
   }
 
   // Returns true when the message completed a chunk of the result.
@@ -261,6 +280,7 @@ class RingAllreduce {
       return false;
     }
     final_[id] = true;
+    if (tag.segment == self_) ++own_returned_;  // a chunk of this node's segment went round
     if (tag.hop + 1 < nodes_) send({Phase::gather, tag.segment, tag.chunk, tag.hop + 1}, payload);
     if constexpr (kFloatWire) {
       if (average_) {
@@ -311,6 +331,8 @@ class RingAllreduce {
   ChunkGeometry geometry_;
   std::vector<bool> reduced_;  // partial sum of this chunk seen
   std::vector<bool> final_;    // complete sum of this chunk stored
+  std::size_t own_sent_ = 0;    // chunks of the own segment sent
+  std::size_t own_returned_ = 0;  // of them, those whose complete sum came back
   std::vector<std::size_t> final_prefix_;  // with staging: per segment, chunks final from the first
   std::vector<Acc> scratch_;
   std::vector<Acc> local_scratch_;
