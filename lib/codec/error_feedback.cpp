@@ -48,6 +48,12 @@ std::vector<float>& ErrorFeedback::staging(const std::string& name, std::size_t 
   return v;
 }
 
+float* ErrorFeedback::corrected_in_staging(const std::string& name, const float* x, std::size_t n) {
+  float* out = staging(name, n).data();
+  corrected(name, x, n, out);
+  return out;
+}
+
 void ErrorFeedback::stage(const std::string& name, const float* corrected, const float* decoded,
                           std::size_t n) {
   store_difference(staging(name, n), corrected, decoded, n);

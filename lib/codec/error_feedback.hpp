@@ -32,6 +32,10 @@ class ErrorFeedback {
   // kept aside until commit() makes every staged residual current, or
   // discard() drops them. Buffers are reused from op to op.
   void stage(const std::string& name, const float* corrected, const float* decoded, std::size_t n);
+  // corrected() made in the buffer that stage() / stage_sparse() of name
+  // will fill: pass the pointer back as their `corrected` and the residual
+  // overwrites it in place (the corrected values are gone after that).
+  [[nodiscard]] float* corrected_in_staging(const std::string& name, const float* x, std::size_t n);
   void stage_sparse(const std::string& name, const float* corrected, std::size_t n,
                     const CompressedGradient& view);
   void commit();

@@ -38,13 +38,22 @@ std::vector<std::size_t> offsets_of(const Manifest& manifest) {
   return offsets;
 }
 
-// With error feedback, what is compressed is g + residual.
-void correct_inputs(PlanInputs& in) {
+// With error feedback, what is compressed is g + residual. For an op of
+// one tensor whose plan allows it, made in the buffer of the residual the
+// op stages (ErrorFeedback::corrected_in_staging), not in a copy of its own.
+void correct_inputs(PlanInputs& in, const MethodPlan& plan) {
   if (!in.feedback()) {
     in.x = in.input.ranks;
     return;
   }
   const auto& tensors = in.input.manifest.tensors;
+  if (tensors.size() == 1 && plan.input_unread_after_feedback()) {
+    for (std::size_t l = 0; l < in.input.ranks.size(); ++l)
+      in.x.push_back(in.residuals[l].corrected_in_staging(tensors[0].name, in.input.ranks[l],
+                                                          in.elements()));
+    in.x_is_staged_residual = true;
+    return;
+  }
   in.work.corrected.resize(std::max(in.work.corrected.size(), in.input.ranks.size()));
   for (std::size_t l = 0; l < in.input.ranks.size(); ++l) {
     float* c = sized(in.work.corrected[l], in.elements());
@@ -182,7 +191,7 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
     const auto began = Clock::now();
     if (plan) {
       if (input.staging && !plan->streams_input()) input.staging->wait_all();
-      correct_inputs(in);
+      correct_inputs(in, *plan);
       plan->prepare(mine);
     }
     out.prepare_time = duration_cast<microseconds>(Clock::now() - began);

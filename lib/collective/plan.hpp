@@ -25,6 +25,10 @@ struct PlanInputs {
   std::vector<std::size_t> offsets;  // tensor t spans [offsets[t], offsets[t+1])
   std::vector<const float*> x;       // per local rank: the values to compress
                                      // (error-corrected when the method has feedback)
+  // x[l] is the buffer of rank l's staged residual (correct_inputs made it
+  // there): a plan may write the next residual over it as it goes instead
+  // of calling update_feedback.
+  bool x_is_staged_residual = false;
 
   [[nodiscard]] std::size_t elements() const noexcept { return offsets.back(); }
   [[nodiscard]] std::size_t tensors() const noexcept { return offsets.size() - 1; }
@@ -53,6 +57,11 @@ class MethodPlan {
   // Whether execute reads the local values range by range as they arrive
   // (OpInput::staging): otherwise the op waits for all of them first.
   [[nodiscard]] virtual bool streams_input() const { return false; }
+  // Whether the plan is done reading a rank's (corrected) input once it
+  // has staged that rank's next residual: then, with error feedback, the
+  // corrected input can be made in the residual's own buffer, which the
+  // residual then overwrites (one whole-tensor copy fewer).
+  [[nodiscard]] virtual bool input_unread_after_feedback() const { return true; }
   // After every summary agrees: the average into result (elements() floats).
   virtual void execute(const std::vector<NodeSummary>& summaries, float* result) = 0;
 };

@@ -5,6 +5,7 @@
 // few bits as the sum so far needs: b on the first hop, b + ceil(log2 W)
 // for the complete sum (homomorphic, as in IntSGD / THC).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -148,8 +149,9 @@ class AffinePlan final : public MethodPlan {
           world_(static_cast<double>(plan.in_.op.world_size)),
           stream_(plan.in_.elements() >= kStreamElems) {
       // With error feedback, what each rank's codes decode to, for its
-      // next residual.
-      if (plan.in_.feedback()) {
+      // next residual; or, where x is the residual's own buffer, the
+      // residual written over x as each block is encoded.
+      if (plan.in_.feedback() && !plan.in_.x_is_staged_residual) {
         plan.extra_decoded_.resize(plan.in_.x.size() - 1);
         for (std::size_t l = 0; l < plan.in_.x.size(); ++l)
           decoded.push_back(sized(l == 0 ? plan.in_.work.decoded : plan.extra_decoded_[l - 1],
@@ -174,6 +176,12 @@ class AffinePlan final : public MethodPlan {
           if (!decoded.empty()) {
             float* d = decoded[l] + from;
             for (std::size_t i = 0; i < to - from; ++i) d[i] = codec::affine_value(grid, mine[i]);
+          } else if (in.feedback()) {  // each element is encoded once: now it is a residual
+            float* r = const_cast<float*>(in.x[l]) + from;
+            for (std::size_t i = 0; i < to - from; ++i) {
+              const float left = r[i] - codec::affine_value(grid, mine[i]);
+              r[i] = std::isfinite(left) ? left : 0.0f;  // as ErrorFeedback keeps them
+            }
           }
         }
       }

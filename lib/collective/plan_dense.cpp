@@ -18,6 +18,9 @@ class DensePlan final : public MethodPlan {
     return kind_ == CompressionKind::none && in_.input.ranks.size() == 1 && !in_.feedback();
   }
 
+  // One float32 rank returns its input as the node's sum after staging.
+  bool input_unread_after_feedback() const override { return kind_ != CompressionKind::none; }
+
   void execute(const std::vector<NodeSummary>&, float* result) override {
     const std::size_t n = in_.elements();
     const std::size_t world = in_.op.world_size;
