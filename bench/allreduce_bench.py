@@ -76,6 +76,10 @@ def parse_args(argv):
     p.add_argument("--label", default="", help="free text saved with the results")
     p.add_argument("--timeout", type=float, default=1800,
                    help="seconds one implementation or method may take (default 1800)")
+    p.add_argument("--memory", action="store_true",
+                   help="also measure peak resident memory: zring runs each size on its "
+                        "own, with every zringd's peak reset before it, and the report "
+                        "gives zringd's and a client's peak per method and size")
     p.add_argument("--cleanup-netns", action="store_true",
                    help="only delete namespaces a killed earlier run left behind")
     args = p.parse_args(argv)
@@ -196,13 +200,40 @@ class Bench:
                                     self.log(f"zringd restarted before {m}: {why}")
                                 safe = m.replace(":", "-").replace("%", "pct")
                                 label = report.zring_label(m, api, layout != "flat")
+                                if a.memory:
+                                    self.measure_memory(series, ring, m, label,
+                                                        f"zring-{safe}-{api}-{layout}", layout, api)
+                                    continue
                                 self.measure(series, "zring", label, lambda: ring.run_method(
                                     m, f"zring-{safe}-{api}-{layout}", layout, api))
         finally:
             net.close()
         self.derive()
 
-    def measure(self, series, impl, method, run):
+    def measure_memory(self, series, ring, method, label, name, layout, api):
+        """Each size on its own, on fresh daemons: the ops run, then the
+        peaks are read (zringd's: the largest of the nodes; a client's: the
+        largest of the ranks)."""
+        whole_plan = series.plan
+        try:
+            for item in whole_plan.split(","):
+                size = int(item.split(":")[0])
+                series.plan = item
+                ring.restart()
+                out = {}
+
+                def run():
+                    out["dir"] = ring.run_method(method, f"{name}-{size}", layout, api)
+                    return out["dir"]
+                self.measure(series, "zring", label, run, sizes=[size])
+                if "dir" in out:
+                    row = self.rows[-1]
+                    row["zringd_peak_rss"] = ring.peak_memory()
+                    row["client_peak_rss"] = stats_client_peak(out["dir"], series.ranks, size)
+        finally:
+            series.plan = whole_plan
+
+    def measure(self, series, impl, method, run, sizes=None):
         before = load()
         t0 = time.monotonic()
         name = impl + ("" if impl != "zring" else f" {method}")
@@ -217,10 +248,10 @@ class Bench:
                 "load_before": before, "load_after": after}
         if error:
             self.log(f"{name}: FAILED: {error}")
-            for s in self.args.sizes:
+            for s in sizes or self.args.sizes:
                 self.rows.append(dict(base, bytes=s, error=error.splitlines()[0]))
             return
-        for r in stats.summarize(directory, series.ranks, self.args.sizes):
+        for r in stats.summarize(directory, series.ranks, sizes or self.args.sizes):
             self.rows.append(dict(base, **r))
         self.log(f"{name}: {time.monotonic() - t0:.1f} s (load {before} -> {after})")
 
@@ -303,6 +334,10 @@ class Bench:
                      f"busbw at {plan.format_size(s)} by rank count, {self.mode}",
                      self._series(sel, "ranks", lambda r: r["busbw"] / 1e9),
                      "ranks", "busbw (GB/s)", log_x=False, x_ticks=ticks)
+
+
+def stats_client_peak(directory, ranks, size):
+    return runners.client_peak_memory(directory, ranks).get(size)
 
 
 def main(argv):

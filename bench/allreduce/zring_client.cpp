@@ -18,11 +18,15 @@
 // bytes: ...") and left out of the timings. --layout resnet50 reduces
 // ResNet-50's 161 parameter tensors (the plan's size must be their
 // 102,228,128 bytes) instead of one tensor: the tensor-fusion check.
+// After each size it appends "BYTES PEAK_RSS_BYTES" to FILE.rss: this
+// process's peak resident memory during that size's ops (the peak is reset
+// before each size through /proc/self/clear_refs).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -139,6 +143,14 @@ void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient
   }
 }
 
+// VmHWM of this process, in bytes (0 when /proc does not say).
+std::uint64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,7 +177,9 @@ int main(int argc, char** argv) {
 
     auto ar = zring::CompressedAllReduce::connect(args.get("endpoint"), method, options);
     zb::TimingsFile out(args.get("out"));
+    std::ofstream rss(args.get("out") + ".rss");
     for (const zb::SizeStep& step : plan) {
+      std::ofstream("/proc/self/clear_refs") << "5";  // the peak restarts from now
       try {
         const zring::TensorShapes shapes =
             layout == "flat" ? zring::TensorShapes{{"grad", {step.elements()}}} : resnet50();
@@ -175,6 +189,7 @@ int main(int argc, char** argv) {
         // the next size together, and the driver reports this one as failed.
         std::fprintf(stderr, "error at %zu bytes: %s\n", step.bytes, e.what());
       }
+      rss << step.bytes << " " << peak_rss_bytes() << std::endl;
     }
     return 0;
   } catch (const std::exception& e) {

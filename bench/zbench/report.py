@@ -11,7 +11,7 @@ from .plan import format_size
 FIELDS = ["mode", "nodes", "local_ranks", "ranks", "impl", "method", "bytes", "iters",
           "t_med_s", "t_min_s", "t_max_s", "algbw_GBps", "busbw_GBps", "wire_bytes",
           "wire_vs_dense_ring", "same_bits", "vs_gloo", "vs_mpi", "bound_s", "vs_bound",
-          "load_before", "load_after", "error"]
+          "load_before", "load_after", "error", "zringd_peak_rss", "client_peak_rss"]
 
 
 # How allreduce_bench.py --fusion names a method run on ResNet-50's tensors.
@@ -113,6 +113,16 @@ def markdown(rows, meta):
         lines += ["", "## Time / bandwidth limit 2(N-1)/N x S / B (the dense float32 ring at "
                   "line rate; below 1 only by sending less)", ""]
         lines += _matrix(rows, sizes, labels, lambda r: _ratio(r.get("vs_bound")))
+    if any(r.get("zringd_peak_rss") for r in rows):
+        mib = lambda v: "—" if not v else f"{v / 2**20:.0f}"
+        lines += ["", "## Peak resident memory (MiB, `--memory`): zringd (the largest node), "
+                  "then one client (the largest rank)", "",
+                  "zringd's includes the shared buffer it maps for ops of 256 KiB and more "
+                  "(the op's size, per local rank) and, with error feedback, the current "
+                  "and the staged residual (twice the op's size, per local rank).", ""]
+        lines += _matrix(rows, sizes, zl, lambda r: mib(r.get("zringd_peak_rss")))
+        lines += [""]
+        lines += _matrix(rows, sizes, zl, lambda r: mib(r.get("client_peak_rss")))
     fused = [lab for lab in zl if lab.endswith(FUSION_SUFFIX)]
     if fused:
         lines += ["", "## Tensor fusion: 161 tensors / one tensor of the same size "

@@ -65,6 +65,29 @@ def _free_ports(count):
             s.close()
 
 
+def _vm_hwm(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def client_peak_memory(directory, ranks):
+    """Per size, the largest peak resident size of the ranks' clients
+    (their rank-R.csv.rss files), in bytes."""
+    peaks = {}
+    for r in range(ranks):
+        path = os.path.join(directory, f"rank-{r}.csv.rss")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for line in f:
+                size, peak = (int(x) for x in line.split())
+                peaks[size] = max(peaks.get(size, 0), peak)
+    return peaks
+
+
 class Series:
     """One rank count on one network: what every runner needs."""
 
@@ -174,6 +197,16 @@ class ZringRing:
                     raise procs.Failed(f"the zring ring is not up after {timeout:.0f} s; "
                                        f"{daemon.name} says:\n{daemon.log_tail()}")
                 time.sleep(0.1)
+
+    def restart(self):
+        """Fresh daemons: nothing an earlier op left (buffers, heap) counts."""
+        self.group.stop()
+        self.group = procs.Group()
+        self._start()
+
+    def peak_memory(self):
+        """The largest VmHWM of the daemons, in bytes."""
+        return max(_vm_hwm(d.popen.pid) for d in self.group.children)
 
     def run_method(self, method, name, layout="flat", api="shared"):
         """All ranks run the plan with `method`; returns the timings directory.
