@@ -176,6 +176,37 @@ BOOST_DATA_TEST_CASE(every_method_matches_the_reference,
   }
 }
 
+// An op of one tensor with error feedback makes the corrected input in the
+// residual's own buffer and (quant, sign) writes the next residual over it
+// as it goes: the same averages and residuals as the reference, op after
+// op, on the small and the large-op paths.
+BOOST_DATA_TEST_CASE(error_feedback_of_one_tensor_carries_the_residual_in_place,
+                     bdata::make({"ef:topk:5%", "ef:sign", "ef:quant:4", "ef:fp16", "ef:randomk:10%"}) *
+                         bdata::make({1, 3}) * bdata::make({1, 2}) * bdata::make({9000, 300000}),
+                     method_text, nodes, local, elements) {
+  const CompressionMethod method = CompressionMethod::parse(method_text);
+  const std::vector<std::size_t> sizes = {static_cast<std::size_t>(elements)};
+  const std::size_t world = static_cast<std::size_t>(nodes) * local;
+  InprocRing ring(nodes);
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(nodes, std::vector<codec::ErrorFeedback>(local));
+  std::vector<std::map<std::string, std::vector<float>>> ref_residuals(world);
+  for (std::uint64_t op = 0; op < 3; ++op) {
+    RingRun run;
+    const auto inputs = make_inputs(world, op, sizes);
+    run_op(ring, local, method, inputs, op, residuals, run, 1 << 16);
+    check_same_bits(run);
+    const TensorMap result = unfuse(run.outputs[0], inputs[0]);
+    if (method.kind() == CompressionKind::randomk) {
+      if (op == 0) BOOST_TEST(testing::check_randomk(method, result, inputs).empty());
+      continue;
+    }
+    const testing::Expected expected = testing::expected_average(method, inputs, &ref_residuals);
+    const testing::Comparison cmp = testing::compare(result, expected);
+    BOOST_TEST(cmp.ok(), method_text << " on " << nodes << "x" << local << ", op " << op << ": "
+                                     << cmp.bad << " bad; first: " << cmp.first_bad);
+  }
+}
+
 // Ops of 2^20 values or more take the large-op paths: compression on the
 // helper thread while the ring thread forwards, top-k payloads in pieces,
 // results written with streaming stores (dense ring, sparse average, affine

@@ -90,6 +90,10 @@ std::vector<Vec> shared_grid(const CompressionMethod& m, const std::vector<Vec>&
           const double s = abs_sum / (static_cast<double>(world) * (e - b));
           d[r][i] = static_cast<float>(c[r][i] >= 0 ? s : -s);
           noise[i] = 5e-5 * s;  // a float sum of up to 4096 W magnitudes
+          // A value this close to 0 may have the other sign in float: with
+          // error feedback the residuals carry the float32 scale, not this
+          // double one. Its sign flipping moves the average by 2s / W.
+          if (std::fabs(c[r][i]) <= 1e-5 * s) boundary[i] = std::max(boundary[i], 2 * s / world);
           continue;
         }
         const double levels = std::ldexp(1.0, m.bits()) - 1;
