@@ -253,6 +253,20 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
                    std::to_string(bytes));
     return;
   }
+  if (given_up(header)) {
+    // zringd read it after the client stopped waiting (zringd was stopped
+    // or starved): run now, it would be paired with the other ranks' next op.
+    const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
+        Clock::now() - Clock::time_point(std::chrono::nanoseconds(header.op)));
+    log_warn(rank_name(l) + "'s request " + std::to_string(header.request) + " was read " +
+             std::to_string(age.count()) + " ms after it was sent, when its client (timeout " +
+             std::to_string(header.timeout_ms) + " ms) had given up on it: not run");
+    send_error(client, header.request, ErrorCode::aborted,
+               "zringd read this request " + std::to_string(age.count()) +
+                   " ms after it was sent, when the client had given up on it (timeout " +
+                   std::to_string(header.timeout_ms) + " ms): it was not run");
+    return;
+  }
   if (owes_[l]) {
     // This rank was late for an op the others already gave up on: this
     // submission is that op, and fails like it did for them.
@@ -268,6 +282,17 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
   }
   waiting_[l].push_back(std::move(r));
   assemble();
+}
+
+// Whether the client had given up on the request by the time zringd read
+// it, or will before the first keepalive for it (a heartbeat away) can
+// reach it; the margin is at most a quarter of the client's timeout.
+bool IpcServer::given_up(const wire::IpcHeader& header) const {
+  if (header.timeout_ms == 0 || header.op == 0) return false;
+  const auto timeout = std::chrono::milliseconds(header.timeout_ms);
+  const auto margin = std::min<Clock::duration>(config_.heartbeat, timeout / 4);
+  const auto sent = Clock::time_point(std::chrono::nanoseconds(header.op));
+  return Clock::now() - sent >= timeout - margin;
 }
 
 // Only the process that said hello last for a local rank speaks for it. A

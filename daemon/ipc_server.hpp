@@ -146,6 +146,7 @@ class IpcServer {
   void on_status(const std::string& client, const wire::IpcHeader& header);
   void on_attach(const std::string& client, const wire::IpcHeader& header);
   bool check_owner(const std::string& client, const wire::IpcHeader& header);
+  [[nodiscard]] bool given_up(const wire::IpcHeader& header) const;
   void reply_result(const Request& r, const OpDone& done, std::uint64_t dense);
   void assemble();
   void arm_stall_timer();

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include <zmq.hpp>
@@ -344,15 +345,24 @@ class Connected final : public CompressedAllReduce::Impl {
 
   // A new shared buffer, which zringd takes for this rank instead of the
   // last. With room, it has room to grow, so slightly larger ops do not need
-  // another one.
+  // another one. A zringd that restarted since the hello does not know
+  // this process: it is greeted again, once (else every later large op
+  // would fail the same way, its buffer asked for before any retry).
   void attach(std::size_t bytes, bool room) {
     drop_region();
     wire::IpcHeader request;
     request.kind = wire::IpcKind::attach;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
     request.wire_bytes = room ? std::bit_ceil(bytes) : bytes;
-    auto [reply, unused] = call(request, std::nullopt);
-    region_ = transport::SharedRegion::open(reply.text, reply.wire_bytes);
+    std::pair<wire::IpcHeader, zmq::message_t> reply;
+    try {
+      reply = call(request, std::nullopt);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
+      hello();
+      reply = call(request, std::nullopt);
+    }
+    region_ = transport::SharedRegion::open(reply.first.text, reply.first.wire_bytes);
   }
 
   // Sends a request and waits for its reply: the header and, if any, the
@@ -366,6 +376,14 @@ class Connected final : public CompressedAllReduce::Impl {
   // Sends a request with a new id (returned), and its values frame if any.
   std::uint64_t send_request(wire::IpcHeader request, std::optional<zmq::message_t> data) {
     request.request = ++last_request_;
+    // When this process gives up on the request: after its timeout of
+    // silence from now (steady_clock is the host's CLOCK_MONOTONIC, as
+    // zringd's). A zringd that reads it too late refuses it rather than
+    // run it with the other ranks' next op.
+    request.timeout_ms = static_cast<std::uint32_t>(
+        std::min<std::int64_t>(options_.timeout.count(), std::numeric_limits<std::uint32_t>::max()));
+    request.op = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
     const std::vector<std::uint8_t> header = wire::encode_ipc_header(request);
     watch_.sending();
     // Never blocks: with no zringd on the socket, ZeroMQ queues requests up

@@ -193,6 +193,9 @@ struct IpcHeader {
   std::uint64_t request = 0;       // echoed in the reply
   std::uint32_t local_rank = 0;    // hello, submit
   collective::Manifest manifest;   // submit
+  // In a request, timeout_ms is the client's: it gives up after that much
+  // silence from zringd, counted from `op`, the steady_clock time (ns) it
+  // sent the request at (0 and 0: unknown).
   // welcome
   std::uint32_t world_size = 0;
   std::uint32_t rank = 0;

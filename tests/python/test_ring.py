@@ -268,3 +268,64 @@ def test_in_place_ops_that_disagree_are_manifest_mismatch_and_leave_values(local
     for error, x in on_every_rank(ring, "none", work).values():
         assert error.kind == "manifest_mismatch" and "'w'" in error.message
         assert np.all(x == 3.0)
+
+
+def test_large_ops_work_again_after_a_zringd_given_up_on_is_replaced(local_ring):
+    # A large op that fails (here its zringd froze: "went silent") drops the
+    # client's shared buffer; the next large op asks the replacement zringd
+    # for a new one, which does not know the process yet. The client must
+    # greet it again: every later large op used to fail with
+    # connection_failed ("... connect again").
+    import signal
+
+    ring = local_ring(1)
+    big = {"w": np.arange(100_000, dtype=np.float32)}  # 400 kB: through the shared buffer
+    with zring.CompressedAllReduce.connect(ring.ipc(0), "none", timeout_ms=800) as ar:
+        np.testing.assert_array_equal(ar.all_reduce(big)["w"], big["w"])
+        ring.daemons[0].send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(zring.Error) as caught:
+                ar.all_reduce(big)
+            assert caught.value.kind == "timeout"
+        finally:
+            ring.daemons[0].send_signal(signal.SIGCONT)
+        ring.start_node(0)  # a new zringd in its place, as systemd would start one
+        ring.wait_up()
+        for _ in range(3):
+            np.testing.assert_array_equal(ar.all_reduce(big)["w"], big["w"])
+
+
+def test_a_request_its_client_gave_up_on_is_not_paired_with_the_next_op(local_ring):
+    # Rank 0's zringd is frozen while rank 0 submits: rank 0 gives up
+    # (timeout). When zringd wakes it reads that request, which its client
+    # no longer waits for. It used to run it with the other rank's next op:
+    # rank 1 got the average of its next values and rank 0's abandoned ones.
+    import signal
+
+    ring = local_ring(2, timeout_ms=3000)
+    one = lambda v: {"g": np.array([v], dtype=np.float32)}
+    ar0 = zring.CompressedAllReduce.connect(ring.ipc(0), "none", timeout_ms=800)
+    ar1 = zring.CompressedAllReduce.connect(ring.ipc(1), "none", timeout_ms=30000)
+    results = {}
+
+    def both(a, b):
+        t = threading.Thread(target=lambda: results.__setitem__(1, ar1.all_reduce(one(b))["g"][0]))
+        t.start()
+        results[0] = ar0.all_reduce(one(a))["g"][0]
+        t.join()
+        return results[0], results[1]
+
+    try:
+        assert both(1.0, 3.0) == (2.0, 2.0)
+        ring.daemons[0].send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(zring.Error) as caught:
+                ar0.all_reduce(one(100.0))
+            assert caught.value.kind == "timeout"
+        finally:
+            ring.daemons[0].send_signal(signal.SIGCONT)
+        assert both(5.0, 7.0) == (6.0, 6.0)
+        assert "had given up on it: not run" in ring.log(0)
+    finally:
+        ar0.close()
+        ar1.close()
