@@ -1,0 +1,145 @@
+"""Garbage for a zringd's ring port (a ZeroMQ PULL socket on TCP) and its
+IPC socket (a ROUTER on a Unix socket), from a stranger that speaks just
+enough ZMTP 3.0 (NULL mechanism, RFC 23) to get frames through, written
+here because the soak needs no ZeroMQ binding for Python.
+
+One burst is one connection sending one of:
+- raw: random bytes instead of a greeting (ZeroMQ drops the connection);
+- frames: random frames and multi-frame messages of 0-300 bytes;
+- headers: msgpack arrays shaped like zring messages: a ring header of a
+  generation the ring does not have (membership kinds only from a node that
+  is not the target's predecessor: see _IGNORED_KINDS), another protocol
+  version, an unknown type, truncated arrays (every one of them must be
+  dropped and counted);
+- oversized: a frame header announcing more than max_message_bytes (ZeroMQ
+  closes the connection).
+For the IPC socket the msgpack forms never make a well-formed hello or
+submit, so a stranger cannot take a rank over.
+"""
+
+import socket
+import struct
+
+FORMS = ("raw", "frames", "headers", "oversized")
+
+
+def _greeting():
+    return b"\xff" + b"\x00" * 8 + b"\x7f" + bytes([3, 0]) + b"NULL".ljust(20, b"\x00") + b"\x00" * 32
+
+
+def _frame(body, more=False, command=False):
+    flags = (0x01 if more else 0) | (0x04 if command else 0)
+    if len(body) > 255:
+        return bytes([flags | 0x02]) + struct.pack(">Q", len(body)) + body
+    return bytes([flags, len(body)]) + body
+
+
+def _ready(socket_type):
+    name, value = b"Socket-Type", socket_type.encode()
+    return _frame(b"\x05READY" + bytes([len(name)]) + name + struct.pack(">I", len(value)) + value,
+                  command=True)
+
+
+def _uint(v):
+    if v < 128:
+        return bytes([v])
+    return b"\xcf" + struct.pack(">Q", v)
+
+
+def _msgpack_array(items):
+    out = bytes([0x90 | len(items)]) if len(items) < 16 else b"\xdc" + struct.pack(">H", len(items))
+    for item in items:
+        if isinstance(item, bytes):
+            out += bytes([0xa0 | len(item)]) + item if len(item) < 32 else b"\xd9" + bytes([len(item)]) + item
+        else:
+            out += _uint(item)
+    return out
+
+
+# Ring message kinds (lib/wire/wire.hpp): data, up and abort of a generation
+# the ring does not have are dropped from anyone; heartbeat, form and reform
+# are acted on whatever their generation when they claim to come from the
+# node's predecessor (a heartbeat of another generation means it restarted),
+# so those go out only under another sender's index, which is dropped.
+_IGNORED_KINDS = (1, 4, 6)
+_MEMBERSHIP_KINDS = (2, 3, 5)
+
+
+def _fake_header(rng, ipc, predecessor):
+    """A msgpack message shaped like zring's, never one zringd acts on."""
+    choice = rng.randrange(5)
+    if choice == 0 and not ipc:  # a ring header of a generation nobody has
+        kind = rng.choice(_IGNORED_KINDS + _MEMBERSHIP_KINDS)
+        sender = rng.randrange(16)
+        while kind in _MEMBERSHIP_KINDS and sender == predecessor:
+            sender = rng.randrange(16)
+        return _msgpack_array([1, 2, kind, rng.getrandbits(64), rng.randrange(4), sender,
+                               rng.randrange(5), 0, rng.randrange(8), rng.randrange(4),
+                               rng.randrange(4), 0, b"chaos"])
+    if choice == 1:  # another protocol version
+        return _msgpack_array([rng.randrange(2, 100), rng.randrange(1, 5), rng.getrandbits(32)])
+    if choice == 2:  # an unknown message type
+        return _msgpack_array([1, rng.randrange(5, 120), rng.getrandbits(16)])
+    if choice == 3:  # an IPC header of a kind clients never send
+        return _msgpack_array([1, 4, rng.choice([2, 4, 5, 6, 10, 99]), rng.getrandbits(16)])
+    full = _msgpack_array([1, 2, 1, rng.getrandbits(64), 0, 0, 1])  # truncated
+    return full[:rng.randrange(1, len(full))]
+
+
+def _messages(rng, form, ipc, predecessor):
+    """The bytes to send after the handshake."""
+    out = b""
+    for _ in range(rng.randrange(5, 40)):
+        parts = rng.randrange(1, 4)
+        for p in range(parts):
+            if form == "headers" and p == 0:
+                body = _fake_header(rng, ipc, predecessor)
+            else:
+                body = rng.randbytes(rng.randrange(0, 300))
+            out += _frame(body, more=p + 1 < parts)
+    return out
+
+
+def _connect(address, timeout_s):
+    if address.startswith("ipc://"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        target = address[len("ipc://"):]
+    else:
+        host, port = address[len("tcp://"):].rsplit(":", 1)
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        target = (host, int(port))
+    s.settimeout(timeout_s)
+    s.connect(target)
+    return s
+
+
+def burst(address, rng, predecessor, form=None, timeout_s=0.5):
+    """One connection of garbage to address (tcp://HOST:PORT or ipc://PATH)
+    of a node whose ring predecessor has index predecessor.
+    Returns the form sent, or None when the socket did not take it (a
+    daemon that is not there, or frozen: nothing to send garbage to)."""
+    ipc = address.startswith("ipc://")
+    form = form or rng.choice(FORMS)
+    try:
+        with _connect(address, timeout_s) as s:
+            if form == "raw":
+                s.sendall(rng.randbytes(rng.randrange(1, 2000)))
+            else:
+                s.sendall(_greeting())
+                s.recv(64)  # the daemon's greeting (or part of it): it is there
+                s.sendall(_ready("DEALER" if ipc else "PUSH"))
+                if form == "oversized":
+                    s.sendall(bytes([0x02]) + struct.pack(">Q", (1 << 33) + rng.randrange(1 << 20)) + b"x" * 64)
+                else:
+                    s.sendall(_messages(rng, form, ipc, predecessor))
+            # Close only once the daemon has read it all: a close with its
+            # answers unread would reset the connection under the garbage.
+            try:
+                s.shutdown(socket.SHUT_WR)
+                while s.recv(65536):
+                    pass
+            except OSError:
+                pass
+            return form
+    except OSError:
+        return None
