@@ -77,7 +77,8 @@ IpcServer::IpcServer(boost::asio::io_context& io, zmq::context_t& context,
     : io_(io), config_(config), worker_(worker), socket_(context, zmq::socket_type::router),
       fd_(io), stall_timer_(io), keepalive_timer_(io), backlog_timer_(io),
       backlog_(kBacklogBytes), waiting_(config.local_ranks),
-      owners_(config.local_ranks), owes_(config.local_ranks), regions_(config.local_ranks) {}
+      owners_(config.local_ranks), owes_(config.local_ranks), regions_(config.local_ranks),
+      clock_shared_(config.local_ranks, false) {}
 
 IpcServer::~IpcServer() {
   if (fd_.is_open()) fd_.release();  // the descriptor is ZeroMQ's, not ours to close
@@ -204,6 +205,12 @@ void IpcServer::on_hello(const std::string& client, const wire::IpcHeader& heade
                    config_.source + ")");
     return;
   }
+  // Whether the client's send times can be read on this clock: a hello is
+  // read at once, so anything but a small gap means another clock (a time
+  // namespace) or a zringd that was frozen then: its requests are not
+  // judged by their age.
+  const auto gap = Clock::now() - Clock::time_point(std::chrono::nanoseconds(header.op));
+  clock_shared_[l] = header.op != 0 && gap > -std::chrono::seconds(1) && gap < std::chrono::seconds(1);
   if (owners_[l] != client) {
     // A new process takes the rank: the old one's state goes.
     for (const Request& r : waiting_[l])
@@ -233,7 +240,7 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
                           std::optional<zmq::message_t> values) {
   const std::size_t l = header.local_rank;
   if (!check_owner(client, header)) return;
-  Request r{client, header.request, l, header.manifest, {}, {}, nullptr, false, Clock::now()};
+  Request r{client, header.request, l, header.manifest, {}, {}, nullptr, false, Clock::now(), std::nullopt};
   try {
     r.method = CompressionMethod::parse(header.manifest.method);
   } catch (const Error& e) {
@@ -253,18 +260,20 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
                    std::to_string(bytes));
     return;
   }
-  if (given_up(header)) {
+  if (clock_shared_[l] && given_up(header)) {
     // zringd read it after the client stopped waiting (zringd was stopped
-    // or starved): run now, it would be paired with the other ranks' next op.
+    // or starved). Run, it would average the client's abandoned values;
+    // dropped, the other ranks' op would be paired with this rank's next
+    // one. It takes its place in the op, which fails on every rank: every
+    // rank has one failed op, and they stay in step.
     const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
         Clock::now() - Clock::time_point(std::chrono::nanoseconds(header.op)));
-    log_warn(rank_name(l) + "'s request " + std::to_string(header.request) + " was read " +
-             std::to_string(age.count()) + " ms after it was sent, when its client (timeout " +
-             std::to_string(header.timeout_ms) + " ms) had given up on it: not run");
-    send_error(client, header.request, ErrorCode::aborted,
-               "zringd read this request " + std::to_string(age.count()) +
-                   " ms after it was sent, when the client had given up on it (timeout " +
-                   std::to_string(header.timeout_ms) + " ms): it was not run");
+    r.given_up = rank_name(l) + "'s zringd read its request " + std::to_string(age.count()) +
+                 " ms after it was sent, when its client (timeout " +
+                 std::to_string(header.timeout_ms) + " ms) had given up on it";
+    log_warn(*r.given_up + ": the op fails on every rank");
+    waiting_[l].push_back(std::move(r));
+    assemble();
     return;
   }
   if (owes_[l]) {
@@ -356,6 +365,8 @@ void IpcServer::assemble() {
     }
     job.manifest = requests[0].manifest;
     job.method = requests[0].method;
+    for (const Request& r : requests)
+      if (r.given_up && !job.failure) job.failure = Failure{ErrorCode::aborted, *r.given_up};
     for (std::size_t l = 1; l < requests.size() && !job.failure; ++l) {
       const std::string diff = collective::manifest_difference(
           requests[0].manifest, rank_name(0), requests[l].manifest, rank_name(l));

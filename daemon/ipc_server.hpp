@@ -135,6 +135,7 @@ class IpcServer {
     std::shared_ptr<transport::SharedRegion> region;  // answer there (submit_shared)
     bool staged = false;  // submit_staged: the values arrive in region while the op runs
     Clock::time_point at;
+    std::optional<std::string> given_up;  // why its client no longer waits: the op fails
   };
 
   void arm();
@@ -184,6 +185,7 @@ class IpcServer {
   std::vector<std::string> owners_;                   // per local rank: its client
   std::vector<std::optional<std::string>> owes_;      // per local rank: fail its next op
   std::vector<std::shared_ptr<transport::SharedRegion>> regions_;  // per local rank
+  std::vector<bool> clock_shared_;  // per local rank: its hello's send time read as ours
   std::uint64_t regions_made_ = 0;
   std::string region_prefix_;  // shared buffers are region_prefix_<pid>.<rank>.<n>
   std::map<std::uint64_t, std::vector<Request>> running_ops_;  // job id -> its requests

@@ -300,6 +300,8 @@ def test_a_request_its_client_gave_up_on_is_not_paired_with_the_next_op(local_ri
     # (timeout). When zringd wakes it reads that request, which its client
     # no longer waits for. It used to run it with the other rank's next op:
     # rank 1 got the average of its next values and rank 0's abandoned ones.
+    # Now that op fails for rank 1 too (each rank has one failed op), and
+    # the next op pairs the same step on both.
     import signal
 
     ring = local_ring(2, timeout_ms=3000)
@@ -324,8 +326,11 @@ def test_a_request_its_client_gave_up_on_is_not_paired_with_the_next_op(local_ri
             assert caught.value.kind == "timeout"
         finally:
             ring.daemons[0].send_signal(signal.SIGCONT)
-        assert both(5.0, 7.0) == (6.0, 6.0)
-        assert "had given up on it: not run" in ring.log(0)
+        with pytest.raises(zring.Error) as caught:
+            ar1.all_reduce(one(7.0))
+        assert caught.value.kind == "aborted" and "had given up on it" in caught.value.message
+        assert both(5.0, 9.0) == (7.0, 7.0)
+        assert "had given up on it: the op fails on every rank" in ring.log(0)
     finally:
         ar0.close()
         ar1.close()
