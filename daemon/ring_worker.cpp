@@ -283,12 +283,13 @@ void RingWorker::execute(OpJob& job) {
     collective::OpOutput out = collective::run_allreduce(r.ring, context, input, r.residuals, r.workspace);
     r.ring.count_drops(out.stats.dropped, out.stats.last_drop);
     r.ring.end_op(std::nullopt);
-    log_debug("op " + std::to_string(done.op) + ": ring part took " +
-              std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
-                                 Clock::now() - started).count()) + " us (prepare " +
-              std::to_string(out.prepare_time.count()) + ", summaries " +
-              std::to_string(out.summaries_time.count()) + ", data " +
-              std::to_string(out.data_time.count()) + ") for " +
+    const auto us = [](Clock::duration d) {
+      return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+    };
+    const collective::OpOutput::Phases& p = out.phases;
+    log_debug("op " + std::to_string(done.op) + ": ring part took " + us(p.finished - started) +
+              " us (prepare " + us(p.prepared - p.began) + ", summaries " +
+              us(p.summarized - p.began) + ", data " + us(p.finished - p.summarized) + ") for " +
               std::to_string(out.stats.bytes_sent) + " bytes sent");
     done.values = std::move(out.values);
     done.elements = out.elements;

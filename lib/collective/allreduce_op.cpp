@@ -165,15 +165,8 @@ void PlanInputs::update_feedback_sparse(std::size_t l, std::size_t t, const Comp
 
 OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& input,
                        std::vector<codec::ErrorFeedback>& residuals, Workspace& workspace) {
-  using std::chrono::duration_cast;
-  using std::chrono::microseconds;
-  auto lap = [at = Clock::now()]() mutable {
-    const auto now = Clock::now();
-    const auto took = duration_cast<microseconds>(now - at);
-    at = now;
-    return took;
-  };
   OpOutput out;
+  out.phases.began = Clock::now();
   PlanInputs in{link,      context, input, residuals, out.stats,
                 workspace, offsets_of(input.manifest), {}};
   NodeSummary mine;
@@ -188,13 +181,12 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
     plan = make_plan(in);
   }
   const auto prepare = [&] {
-    const auto began = Clock::now();
     if (plan) {
       if (input.staging && !plan->streams_input()) input.staging->wait_all();
       correct_inputs(in, *plan);
       plan->prepare(mine);
     }
-    out.prepare_time = duration_cast<microseconds>(Clock::now() - began);
+    out.phases.prepared = Clock::now();
   };
   // A large op prepares (compresses) on the helper thread, while this one
   // already forwards the summaries and data of the nodes that are ready.
@@ -220,13 +212,13 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
                  }};
   const std::vector<NodeSummary> summaries =
       exchange_summaries(link, context, own, plan.get(), out.stats);
-  out.summaries_time = lap();
+  out.phases.summarized = Clock::now();
   check_summaries(link, context, summaries);
   out.elements = in.elements();
   out.values = input.output ? std::shared_ptr<float[]>(input.output_owner, input.output)
                             : workspace.result(out.elements);
   plan->execute(summaries, out.values.get());
-  out.data_time = lap();
+  out.phases.finished = Clock::now();
   // The op went through: what the plan staged becomes the residuals. An op
   // that fails anywhere before leaves them as they were.
   if (in.feedback())

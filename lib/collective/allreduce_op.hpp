@@ -75,10 +75,15 @@ struct OpOutput {
   std::shared_ptr<float[]> values;  // manifest.elements() averaged values (at input.output if given)
   std::size_t elements = 0;
   RingStats stats;                  // bytes this node put on the ring
-  // Where the time went, for the daemon's debug log: compressing (and
-  // whatever else the method does before the data moves), learning every
-  // node's summary (which waits for the slowest node), moving the data.
-  std::chrono::microseconds prepare_time{0}, summaries_time{0}, data_time{0};
+  // Where the time went (the daemon's log and timeline): when the op began
+  // here, when this node's contribution was prepared (compressed, and
+  // whatever else the method does before the data moves; on the helper
+  // thread for large ops, while the summaries already travel), when every
+  // node's summary was known (which waits for the slowest node), and when
+  // the average was complete.
+  struct Phases {
+    Clock::time_point began, prepared, summarized, finished;
+  } phases;
 };
 
 // Runs the op. residuals holds one ErrorFeedback per local rank and is
