@@ -2,6 +2,7 @@
 // sums, rounded at every hop: the one documented exception to exactness).
 #include <vector>
 
+#include "collective/gather_allreduce.hpp"
 #include "collective/plan.hpp"
 
 namespace zring::collective {
@@ -9,13 +10,28 @@ namespace {
 
 class DensePlan final : public MethodPlan {
  public:
-  explicit DensePlan(PlanInputs& in) : in_(in), kind_(in.input.method.kind()) {}
+  explicit DensePlan(PlanInputs& in)
+      : in_(in), kind_(in.input.method.kind()),
+        gather_(gathers(in.elements() * sizeof(float), in.link.nodes(), in.op.ring)) {}
 
-  void prepare(NodeSummary&) override {}
+  // A small op's contribution rides behind the summary (gather_allreduce.hpp).
+  void prepare(NodeSummary& summary) override {
+    if (!gather_) return;
+    const std::size_t n = in_.elements();
+    // A copy: the result may be written over the input while ZeroMQ still
+    // holds this node's message (the others' arriving says nothing of it).
+    mine_ = Bytes::copy_of(local_sum(n), n * sizeof(float));
+    summary.blob_bytes = mine_.size();
+  }
+  Bytes data() override { return mine_; }
+  void data_arrived(std::size_t node, const Bytes& data) override {
+    if (gather_) arrived_.at(node) = data;
+  }
 
   // One float32 rank without feedback is summed where it arrives.
   bool streams_input() const override {
-    return kind_ == CompressionKind::none && in_.input.ranks.size() == 1 && !in_.feedback();
+    return !gather_ && kind_ == CompressionKind::none && in_.input.ranks.size() == 1 &&
+           !in_.feedback();
   }
 
   // One float32 rank returns its input as the node's sum after staging.
@@ -24,6 +40,19 @@ class DensePlan final : public MethodPlan {
   void execute(const std::vector<NodeSummary>&, float* result) override {
     const std::size_t n = in_.elements();
     const std::size_t world = in_.op.world_size;
+    if (gather_) {
+      std::vector<float>& all = in_.work.gathered;
+      gathered_floats(in_.link, arrived_, n, all);
+      if (kind_ == CompressionKind::none) {
+        gather_allreduce(FloatLane{}, in_.link.nodes(), all.data(), result, n, world);
+      } else {
+        HalfLane lane;
+        lane.bf16 = kind_ == CompressionKind::bf16;
+        gather_allreduce(lane, in_.link.nodes(), all.data(), result, n, world);
+      }
+      if (in_.input.staging) in_.input.staging->publish_prefix(n);
+      return;
+    }
     if (streams_input()) {
       // Rank 0's values, sent from its buffer, each range once it is there.
       ring_allreduce(in_.link, FloatLane{}, in_.x[0], result, n, in_.op.ring, in_.stats, world,
@@ -81,6 +110,9 @@ class DensePlan final : public MethodPlan {
 
   PlanInputs& in_;
   CompressionKind kind_;
+  bool gather_;                 // a small op: one round (gather_allreduce.hpp)
+  Bytes mine_;                  // gathered: this node's contribution
+  std::vector<Bytes> arrived_ = std::vector<Bytes>(in_.link.nodes());  // gathered: every node's
 };
 
 }  // namespace

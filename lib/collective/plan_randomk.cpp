@@ -9,6 +9,7 @@
 
 #include <zring/error.hpp>
 
+#include "collective/gather_allreduce.hpp"
 #include "collective/plan.hpp"
 
 namespace zring::collective {
@@ -30,6 +31,7 @@ class RandomkPlan final : public MethodPlan {
       indices_.push_back(codec::random_indices(seed, n, in.input.method.kept_for(n)));
       sample_offsets_.push_back(sample_offsets_.back() + indices_.back().size());
     }
+    gather_ = gathers(sample_offsets_.back() * sizeof(float), in.link.nodes(), in.op.ring);
   }
 
   void prepare(NodeSummary& summary) override {
@@ -41,12 +43,27 @@ class RandomkPlan final : public MethodPlan {
       if (decoded) in_.update_feedback(l, decoded);
     }
     compact_nonfinite(summary);
+    if (gather_) {
+      mine_ = Bytes::copy_of(sums_.data(), sums_.size() * sizeof(float));
+      summary.blob_bytes = mine_.size();
+    }
+  }
+
+  // A small sample rides behind the summary (gather_allreduce.hpp).
+  Bytes data() override { return mine_; }
+  void data_arrived(std::size_t node, const Bytes& data) override {
+    if (gather_) arrived_.at(node) = data;
   }
 
   void execute(const std::vector<NodeSummary>& summaries, float* result) override {
     float* total = sized(in_.work.sampled, sums_.size());
-    ring_allreduce(in_.link, FloatLane{}, sums_.data(), total, sums_.size(), in_.op.ring,
-                   in_.stats);
+    if (gather_) {
+      gathered_floats(in_.link, arrived_, sums_.size(), in_.work.gathered);
+      gather_allreduce(FloatLane{}, in_.link.nodes(), in_.work.gathered.data(), total, sums_.size());
+    } else {
+      ring_allreduce(in_.link, FloatLane{}, sums_.data(), total, sums_.size(), in_.op.ring,
+                     in_.stats);
+    }
     std::fill(result, result + in_.elements(), 0.0f);
     const float world = static_cast<float>(in_.op.world_size);
     for (std::size_t t = 0; t < indices_.size(); ++t) {
@@ -109,6 +126,9 @@ class RandomkPlan final : public MethodPlan {
   std::vector<std::vector<std::uint32_t>> indices_;  // per tensor, shared by all ranks
   std::vector<std::size_t> sample_offsets_;          // tensor t's values in sums_
   std::vector<float> sums_;                          // this node's sampled sums
+  bool gather_;                                      // a small sample: one round
+  Bytes mine_;                                       // gathered: sums_ on the wire
+  std::vector<Bytes> arrived_ = std::vector<Bytes>(in_.link.nodes());  // gathered: every node's
 };
 
 }  // namespace

@@ -14,6 +14,10 @@ namespace zring::collective {
 struct RingOptions {
   std::size_t chunk_bytes = 1 << 20;          // wire bytes per chunk (about)
   Clock::duration timeout = std::chrono::seconds(10);  // longest silence of the predecessor
+  // Ops that make a node send at most this much as one all-gather go that
+  // way (gather_allreduce.hpp); 0 sends every op round the ring. Like
+  // chunk_bytes, the same on every node.
+  std::size_t gather_bytes = std::size_t{192} << 10;
 };
 
 // For lanes whose accumulator is not what the caller holds (affine codes):

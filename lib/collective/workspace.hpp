@@ -55,6 +55,7 @@ struct Workspace {
   std::vector<std::vector<float>> corrected;  // per local rank: g + residual
   std::vector<float> decoded;                 // one rank's D(C(x))
   std::vector<float> sum;                     // the node's contribution
+  std::vector<float> gathered;                // every node's contribution to a small op
   std::vector<float> sampled;                 // randomk: the ring's sums of samples
   std::vector<std::uint16_t> halves;          // fp16/bf16 round trips
   Helper helper;                              // compresses while the ring thread forwards
