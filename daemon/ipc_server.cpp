@@ -185,6 +185,7 @@ void IpcServer::handle(std::vector<zmq::message_t>& frames) {
     case wire::IpcKind::submit_staged: on_submit(client, header, std::move(values)); return;
     case wire::IpcKind::attach: on_attach(client, header); return;
     case wire::IpcKind::status: on_status(client, header); return;
+    case wire::IpcKind::trace: on_trace(client, header); return;
     default:
       send_error(client, header.request, ErrorCode::malformed_message,
                  "zringd does not take requests of this kind from clients");
@@ -472,6 +473,7 @@ void IpcServer::on_op_done(OpDone done) {
     stats_.op_failed(requests.empty() ? "?" : requests.front().manifest.method, *done.failure);
     log_warn("op " + std::to_string(done.op) + " failed: " + done.failure->text);
     for (const Request& r : requests) send_error(r.client, r.id, done.failure->code, done.failure->text);
+    record(requests, done);
     return;
   }
   const std::uint64_t dense = requests.front().manifest.elements() * sizeof(float);
@@ -483,6 +485,36 @@ void IpcServer::on_op_done(OpDone done) {
             std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
             std::to_string(done.wire_bytes) + " bytes on the ring");
   for (const Request& r : requests) reply_result(r, done, dense);
+  record(requests, done);
+}
+
+// The op's times on both threads, for the timeline; called once every rank
+// has its answer (or, with a full pipe, has it waiting in the backlog).
+void IpcServer::record(const std::vector<Request>& requests, const OpDone& done) {
+  OpRecord r;
+  r.op = done.op;
+  if (!requests.empty()) {
+    r.method = requests.front().manifest.method;
+    r.tensors = requests.front().manifest.tensors.size();
+    r.elements = requests.front().manifest.elements();
+    r.first_submitted = r.last_submitted = requests.front().at;
+  }
+  for (const Request& q : requests) {
+    r.first_submitted = std::min(r.first_submitted, q.at);
+    r.last_submitted = std::max(r.last_submitted, q.at);
+  }
+  r.local_ranks = requests.size();
+  r.nodes = config_.nodes.size();
+  r.wire_bytes = done.wire_bytes;
+  if (done.failure) r.error = done.failure->code;
+  if (done.phases) {
+    r.ring_began = done.phases->began;
+    r.prepared = done.phases->prepared;
+    r.summarized = done.phases->summarized;
+    r.data_done = done.phases->finished;
+  }
+  r.answered = Clock::now();
+  timeline_.add(std::move(r));
 }
 
 void IpcServer::reply_result(const Request& r, const OpDone& done, std::uint64_t dense) {
@@ -530,6 +562,17 @@ void IpcServer::on_status(const std::string& client, const wire::IpcHeader& head
   reply.request = header.request;
   reply.text = render_status_json(stats_, config_);  // daemon/metrics.cpp
   send(client, reply);
+}
+
+// The timeline travels in a frame of its own: 4096 ops are far more than an
+// IPC header's text may hold.
+void IpcServer::on_trace(const std::string& client, const wire::IpcHeader& header) {
+  wire::IpcHeader reply;
+  reply.kind = wire::IpcKind::trace;
+  reply.request = header.request;
+  reply.node = config_.self;
+  const std::vector<std::uint8_t> trace = wire::encode_trace(timeline_.export_trace(config_.self));
+  send(client, reply, zmq::message_t(trace.data(), trace.size()));
 }
 
 // An answer goes out at once unless the client's pipe is full or answers

@@ -27,6 +27,7 @@
 #include <zring/config.hpp>
 
 #include "answer_backlog.hpp"
+#include "op_timeline.hpp"
 #include "ring_worker.hpp"
 #include "transport/shared_region.hpp"
 #include "wire/wire.hpp"
@@ -145,10 +146,12 @@ class IpcServer {
   void on_submit(const std::string& client, const wire::IpcHeader& header,
                  std::optional<zmq::message_t> values);
   void on_status(const std::string& client, const wire::IpcHeader& header);
+  void on_trace(const std::string& client, const wire::IpcHeader& header);
   void on_attach(const std::string& client, const wire::IpcHeader& header);
   bool check_owner(const std::string& client, const wire::IpcHeader& header);
   [[nodiscard]] bool given_up(const wire::IpcHeader& header) const;
   void reply_result(const Request& r, const OpDone& done, std::uint64_t dense);
+  void record(const std::vector<Request>& requests, const OpDone& done);
   void assemble();
   void arm_stall_timer();
   void on_stall();
@@ -192,6 +195,7 @@ class IpcServer {
   std::uint64_t next_job_ = 1;
   std::optional<Clock::time_point> refusal_logged_;  // last warning about refused connections
   DaemonStats stats_;
+  OpTimeline timeline_;  // the last ops' phases, for zringctl trace
 };
 
 }  // namespace zring::daemon

@@ -279,6 +279,7 @@ void RingWorker::execute(OpJob& job) {
   // A failed op must not eat what it did not send: run_allreduce changes
   // the residuals only when the op succeeds.
   const auto started = Clock::now();
+  done.phases.emplace().began = started;
   try {
     collective::OpOutput out = collective::run_allreduce(r.ring, context, input, r.residuals, r.workspace);
     r.ring.count_drops(out.stats.dropped, out.stats.last_drop);
@@ -294,6 +295,7 @@ void RingWorker::execute(OpJob& job) {
     done.values = std::move(out.values);
     done.elements = out.elements;
     done.wire_bytes = out.stats.bytes_sent;
+    done.phases = p;
   } catch (const collective::AgreedFailure& e) {
     r.ring.end_op(transport::ZmqRing::Failure{e.code(), e.what(), true});
     done.failure = Failure{e.code(), e.what()};

@@ -25,6 +25,7 @@
 #include <zring/config.hpp>
 #include <zring/error.hpp>
 
+#include "collective/allreduce_op.hpp"
 #include "collective/link.hpp"
 #include "collective/manifest.hpp"
 #include "transport/shared_region.hpp"
@@ -65,6 +66,9 @@ struct OpDone {
   std::size_t elements = 0;
   std::uint64_t wire_bytes = 0;            // what this node put on the ring
   std::optional<Failure> failure;
+  // When the ring thread ran the op (the timeline): unset when it failed
+  // before run_allreduce; when run_allreduce threw, only `began` is set.
+  std::optional<collective::OpOutput::Phases> phases;
 };
 
 struct RingState {

@@ -1,12 +1,15 @@
 // zringctl - look at and check a zring node.
 //
 //   zringctl status [--config FILE | --endpoint ipc://...] [--node NAME] [--json]
+//   zringctl trace [--config FILE | --endpoint ipc://...]... [--node NAME] [--out FILE]
 //   zringctl check-config FILE [--node NAME]
 //   zringctl keygen [--out PREFIX] [--node NAME]
 //
 // status asks the node's zringd over its IPC socket (the daemon answers with
 // one JSON object, built in daemon/metrics.cpp) and prints it as tables, or
-// as it came with --json. keygen makes a CurveZMQ key pair for a node.
+// as it came with --json. trace asks one or more daemons for the phases of
+// their last ops and writes them as Chrome trace-event JSON (trace_report.*),
+// or prints them as a table. keygen makes a CurveZMQ key pair for a node.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -30,6 +34,8 @@
 
 #include "client/status.hpp"
 #include "config/keys.hpp"
+#include "trace_report.hpp"
+#include "wire/wire.hpp"
 
 namespace {
 
@@ -43,11 +49,15 @@ bool flag(const ptree& tree, const std::string& key) { return tree.get<std::stri
 
 const char* kUsage =
     "usage: zringctl status [--config FILE | --endpoint ipc://PATH] [--node NAME] [--json]\n"
+    "       zringctl trace [--config FILE | --endpoint ipc://PATH]... [--node NAME] [--out FILE]\n"
     "       zringctl check-config FILE [--node NAME]\n"
     "       zringctl keygen [--out PREFIX] [--node NAME]\n"
     "\n"
     "status        ask this node's zringd how the ring and its ops are doing\n"
     "              (FILE defaults to /etc/zring/zring.yaml; its ipc endpoint is used)\n"
+    "trace         the phases of the last 4096 ops of each daemon given (several merge\n"
+    "              into one file, a process per node): with --out, write Chrome\n"
+    "              trace-event JSON for Perfetto or chrome://tracing; else print a table\n"
     "check-config  validate a ring file (and this node's secret key file) and print the ring\n"
     "keygen        make a CurveZMQ key pair: with --out, write the secret key to PREFIX.key\n"
     "              (mode 0600) and the public key to PREFIX.pub; print the public key\n"
@@ -55,7 +65,12 @@ const char* kUsage =
 
 struct Args {
   std::string command;
-  std::optional<std::string> config, endpoint, node, file, out;
+  std::optional<std::string> config, endpoint, node, file, out;  // the last one given
+  struct Daemon {
+    bool is_config;     // a ring file (its ipc endpoint), else an endpoint
+    std::string value;
+  };
+  std::vector<Daemon> daemons;  // every --config and --endpoint, in order (trace)
   bool json = false;
 };
 
@@ -70,8 +85,8 @@ Args parse(int argc, char** argv) {
         throw zring::Error(zring::ErrorCode::invalid_argument, arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--config") a.config = value();
-    else if (arg == "--endpoint") a.endpoint = value();
+    if (arg == "--config") a.daemons.push_back({true, *(a.config = value())});
+    else if (arg == "--endpoint") a.daemons.push_back({false, *(a.endpoint = value())});
     else if (arg == "--node") a.node = value();
     else if (arg == "--json") a.json = true;
     else if (arg == "--out") a.out = value();
@@ -210,21 +225,26 @@ void print_status(const ptree& report) {
   if (!metrics.empty()) std::cout << "metrics     http://" << metrics << "/metrics\n";
 }
 
+// Only the ipc endpoint is needed: users who may not read the secret key can ask too.
+std::string endpoint_of(const std::string& config_path, const std::optional<std::string>& node) {
+  return zring::load_config(config_path, node, zring::SecretKey::skip).ipc;
+}
+
+// What a failed question to a daemon should add.
+zring::Error unanswered(const zring::Error& e) {
+  return zring::Error(e.code(), std::string(e.what()) +
+                                    " (is zringd running, and may this user use its socket? "
+                                    "it is group zring's)");
+}
+
 int status(const Args& a) {
-  std::string endpoint = a.endpoint.value_or("");
-  if (endpoint.empty()) {
-    // Only the ipc endpoint is needed: users who may not read the secret key can ask too.
-    const zring::RingConfig config =
-        zring::load_config(a.config.value_or("/etc/zring/zring.yaml"), a.node, zring::SecretKey::skip);
-    endpoint = config.ipc;
-  }
+  const std::string endpoint =
+      a.endpoint ? *a.endpoint : endpoint_of(a.config.value_or("/etc/zring/zring.yaml"), a.node);
   std::string report;
   try {
     report = zring::client::query_status(endpoint, std::chrono::seconds(5));
   } catch (const zring::Error& e) {
-    throw zring::Error(e.code(), std::string(e.what()) +
-                                     " (is zringd running, and may this user use its socket? "
-                                     "it is group zring's)");
+    throw unanswered(e);
   }
   if (a.json) {
     std::cout << report << "\n";
@@ -240,6 +260,36 @@ int status(const Args& a) {
                        std::string("zringd's status report does not read as expected (") + e.what() +
                            "); is zringctl older than zringd? --json shows it as it came");
   }
+  return 0;
+}
+
+// --- trace -------------------------------------------------------------------------
+
+int trace(const Args& a) {
+  std::vector<Args::Daemon> daemons = a.daemons;
+  if (daemons.empty()) daemons.push_back({true, "/etc/zring/zring.yaml"});
+  std::vector<zring::wire::Trace> nodes;
+  for (const Args::Daemon& d : daemons) {
+    const std::string endpoint = d.is_config ? endpoint_of(d.value, a.node) : d.value;
+    try {
+      nodes.push_back(zring::client::query_trace(endpoint, std::chrono::seconds(5)));
+    } catch (const zring::Error& e) {
+      throw unanswered(e);
+    }
+  }
+  std::size_t ops = 0;
+  for (const zring::wire::Trace& node : nodes) ops += node.records.size();
+  if (!a.out) {
+    print_table(zring::tools::trace_table(nodes));
+    return 0;
+  }
+  std::ofstream out(*a.out, std::ios::binary | std::ios::trunc);
+  out << zring::tools::chrome_trace_json(nodes);
+  out.close();
+  if (!out)
+    throw zring::Error(zring::ErrorCode::internal, "cannot write " + *a.out + ": " + std::strerror(errno));
+  std::cerr << "zringctl: wrote " << plural(ops, "op") << " of " << plural(nodes.size(), "node") << " to "
+            << *a.out << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
   return 0;
 }
 
@@ -319,6 +369,7 @@ int main(int argc, char** argv) {
   try {
     const Args a = parse(argc, argv);
     if (a.command == "status") return status(a);
+    if (a.command == "trace") return trace(a);
     if (a.command == "check-config") return check_config(a);
     if (a.command == "keygen") return keygen(a);
     if (a.command == "--help" || a.command == "-h" || a.command == "help") {

@@ -1,5 +1,7 @@
 #include "client/status.hpp"
 
+#include <optional>
+
 #include <zmq.hpp>
 
 #include <zring/error.hpp>
@@ -11,14 +13,20 @@ namespace zring::client {
 
 namespace {
 
-std::string ask(const std::string& endpoint, std::chrono::milliseconds timeout) {
+struct Reply {
+  wire::IpcHeader header;               // of kind error when the daemon refused
+  std::optional<zmq::message_t> frame;  // what follows the header, if anything
+};
+
+Reply ask(const std::string& endpoint, wire::IpcKind kind, std::chrono::milliseconds timeout) {
   zmq::context_t context(1);
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
-  socket.set(zmq::sockopt::maxmsgsize, std::int64_t{64} << 20);  // a status is a few KiB
+  // A status is a few KiB, a full timeline about 1 MiB.
+  socket.set(zmq::sockopt::maxmsgsize, std::int64_t{64} << 20);
   transport::retry_interrupted([&] { socket.connect(endpoint); });
   wire::IpcHeader request;
-  request.kind = wire::IpcKind::status;
+  request.kind = kind;
   request.request = 1;
   const auto bytes = wire::encode_ipc_header(request);
   transport::retry_interrupted(
@@ -29,21 +37,50 @@ std::string ask(const std::string& endpoint, std::chrono::milliseconds timeout) 
                                         std::to_string(timeout.count()) + " ms");
   zmq::message_t frame;
   (void)transport::retry_interrupted([&] { return socket.recv(frame, zmq::recv_flags::none); });
-  const wire::IpcHeader reply = wire::decode_ipc_header(frame.data<std::uint8_t>(), frame.size());
-  if (reply.kind == wire::IpcKind::error)
-    throw Error(static_cast<ErrorCode>(reply.error_code), reply.text);
-  return reply.text;
+  Reply reply{wire::decode_ipc_header(frame.data<std::uint8_t>(), frame.size()), std::nullopt};
+  if (frame.more()) {  // the parts of a message arrive together: this does not wait
+    reply.frame.emplace();
+    (void)transport::retry_interrupted([&] { return socket.recv(*reply.frame, zmq::recv_flags::none); });
+  }
+  return reply;
+}
+
+Error refusal(const wire::IpcHeader& error, const std::string& hint = "") {
+  return Error(static_cast<ErrorCode>(error.error_code), error.text + hint);
+}
+
+// ZeroMQ failures become connection_failed, naming what was asked and where.
+template <typename F>
+auto asking(const char* what, const std::string& endpoint, F&& f) {
+  try {
+    return f();
+  } catch (const zmq::error_t& e) {
+    throw Error(ErrorCode::connection_failed, std::string(what) + ": could not ask zringd at '" +
+                                                  endpoint + "': ZeroMQ failed: " + e.what());
+  }
 }
 
 }  // namespace
 
 std::string query_status(const std::string& endpoint, std::chrono::milliseconds timeout) {
-  try {
-    return ask(endpoint, timeout);
-  } catch (const zmq::error_t& e) {
-    throw Error(ErrorCode::connection_failed, "status: could not ask zringd at '" + endpoint +
-                                                  "': ZeroMQ failed: " + e.what());
-  }
+  const Reply reply = asking("status", endpoint, [&] { return ask(endpoint, wire::IpcKind::status, timeout); });
+  if (reply.header.kind == wire::IpcKind::error) throw refusal(reply.header);
+  return reply.header.text;
+}
+
+wire::Trace query_trace(const std::string& endpoint, std::chrono::milliseconds timeout) {
+  const Reply reply = asking("trace", endpoint, [&] { return ask(endpoint, wire::IpcKind::trace, timeout); });
+  // A zringd older than trace requests cannot read this one's header.
+  if (reply.header.kind == wire::IpcKind::error)
+    throw refusal(reply.header, reply.header.error_code == static_cast<std::uint32_t>(ErrorCode::malformed_message)
+                                    ? " (a zringd older than this zringctl keeps no timeline)"
+                                    : "");
+  if (reply.header.kind != wire::IpcKind::trace || !reply.frame)
+    throw Error(ErrorCode::malformed_message,
+                "trace: zringd at '" + endpoint + "' answered with an IPC message of kind " +
+                    std::to_string(static_cast<int>(reply.header.kind)) +
+                    (reply.frame ? "" : " and no trace frame"));
+  return wire::decode_trace(reply.frame->data<std::uint8_t>(), reply.frame->size());
 }
 
 }  // namespace zring::client

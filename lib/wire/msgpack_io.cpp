@@ -127,10 +127,10 @@ class HeaderScan : public msgpack::null_visitor {
   std::string problem_;
 };
 
-// Message types are numbered 1..4 without gaps.
+// Message types are numbered 1..5 without gaps.
 bool is_known(std::uint64_t type) {
   return type >= static_cast<std::uint64_t>(MessageType::gradients) &&
-         type <= static_cast<std::uint64_t>(MessageType::ipc);
+         type <= static_cast<std::uint64_t>(MessageType::trace);
 }
 
 }  // namespace
@@ -161,6 +161,7 @@ std::string describe(MessageType type) {
     case MessageType::ring: name = "ring header"; break;
     case MessageType::summary: name = "summary"; break;
     case MessageType::ipc: name = "IPC header"; break;
+    case MessageType::trace: name = "trace"; break;
   }
   return std::to_string(static_cast<std::uint32_t>(type)) + " (" + name + ")";
 }

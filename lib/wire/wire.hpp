@@ -14,8 +14,9 @@
 //
 // lib/wire is the only place of zring that knows msgpack (wire.cpp: gradients;
 // wire_ring.cpp: ring headers, summaries, payload lists; wire_ipc.cpp: client
-// <-> daemon headers; wire_manifest.cpp: tensor names, shapes and manifests;
-// msgpack_io.*: the reader and writer they all share).
+// <-> daemon headers; wire_trace.cpp: a daemon's op timeline for zringctl;
+// wire_manifest.cpp: tensor names, shapes and manifests; msgpack_io.*: the
+// reader and writer they all share).
 // Decoders face untrusted bytes: the version is judged first, every length is
 // checked against the message type's limits before anything is allocated for
 // it, and every violation throws zring::Error(malformed_message) naming the
@@ -24,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,7 @@ enum class MessageType : std::uint32_t {
   ring = 2,       // a RingHeader (ring traffic between zringd nodes)
   summary = 3,    // a collective::NodeSummary (the first phase of every op)
   ipc = 4,        // an IpcHeader (client or zringctl <-> zringd)
+  trace = 5,      // a Trace (zringd -> zringctl: the timeline of its last ops)
 };
 
 // Checks the header of any message and returns its type. Throws
@@ -186,6 +189,8 @@ enum class IpcKind : std::uint8_t {
                        // being copied in, and the averages are published as they are
                        // final (progress in the buffer's StagingBoard); answered by
                        // result_shared
+  trace = 12,          // zringctl -> daemon: send the op timeline; daemon -> zringctl:
+                       // this header, then one frame holding a Trace message
 };
 
 struct IpcHeader {
@@ -216,11 +221,54 @@ struct IpcHeader {
 inline constexpr std::size_t kMaxNodeNameBytes = 256;
 inline constexpr std::size_t kMaxIpcTextBytes = std::size_t{1} << 16;
 
-// [version, 4 (ipc), kind (1..11), request, local_rank, manifest (see above),
+// [version, 4 (ipc), kind (1..12), request, local_rank, manifest (see above),
 //  world_size, rank, local_ranks, timeout_ms, heartbeat_ms, node (str), op,
 //  wire_bytes, dense_bytes, error_code (one of kErrorCodes), text (str)]:
 // 17 items, the u32 fields < 2^32.
 [[nodiscard]] std::vector<std::uint8_t> encode_ipc_header(const IpcHeader& header);
 [[nodiscard]] IpcHeader decode_ipc_header(const std::uint8_t* data, std::size_t size);
+
+// --- timeline (zringctl trace) ----------------------------------------------------
+// What a zringd remembers of each of its last ops, for `zringctl trace`.
+// Times are wall-clock nanoseconds since the Unix epoch, 0 where unknown (an
+// op that failed on the ring has only the ring's start; one that failed
+// before the ring took it has no ring times at all). In order: the first and the last local rank's
+// submission arrived (the last one submitted the op to the ring thread),
+// the ring thread began it, this node's contribution was prepared, every
+// node's summary was known, the average was complete, the answers were sent.
+
+struct TraceRecord {
+  std::uint64_t op = 0;            // the ring's op number (when ring_began_ns is known)
+  std::string method;              // the manifest's method text
+  std::uint32_t tensors = 0;
+  std::uint64_t elements = 0;
+  std::uint32_t local_ranks = 0;   // local ranks whose submissions made the op
+  std::uint32_t nodes = 0;
+  std::uint64_t wire_bytes = 0;    // what this node put on the ring for it
+  std::uint64_t dense_bytes = 0;   // elements * 4
+  std::optional<std::uint32_t> error;  // the op failed with this zring::ErrorCode
+  std::uint64_t first_submitted_ns = 0, last_submitted_ns = 0, ring_began_ns = 0,
+                prepared_ns = 0, summarized_ns = 0, data_done_ns = 0, answered_ns = 0;
+
+  bool operator==(const TraceRecord&) const = default;
+};
+
+struct Trace {
+  std::string node;                  // the daemon's node name
+  std::vector<TraceRecord> records;  // oldest first
+};
+
+inline constexpr std::size_t kMaxTraceRecords = std::size_t{1} << 16;
+
+// [version, 5 (trace), node (str, <= kMaxNodeNameBytes), [record...]], at
+// most kMaxTraceRecords records, each the flat array
+//   [op, method (str, <= kMaxMethodBytes, not parsed here), tensors (<=
+//    kMaxManifestTensors), elements, local_ranks (u32), nodes (u32),
+//    wire_bytes, dense_bytes, error (nil when the op succeeded, else one of
+//    kErrorCodes), first_submitted_ns, last_submitted_ns, ring_began_ns,
+//    prepared_ns, summarized_ns, data_done_ns, answered_ns]
+// of 16 items, the u32 fields < 2^32.
+[[nodiscard]] std::vector<std::uint8_t> encode_trace(const Trace& trace);
+[[nodiscard]] Trace decode_trace(const std::uint8_t* data, std::size_t size);
 
 }  // namespace zring::wire

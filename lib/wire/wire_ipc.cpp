@@ -47,7 +47,7 @@ IpcHeader decode_ipc_header(const std::uint8_t* data, std::size_t size) {
   const auto f = body(tree.get(), kIpcItems, kIpc);
   IpcHeader h;
   h.kind = static_cast<IpcKind>(
-      as_kind(f[0], static_cast<std::uint64_t>(IpcKind::submit_staged), Where{kIpc, "kind"}));
+      as_kind(f[0], static_cast<std::uint64_t>(IpcKind::trace), Where{kIpc, "kind"}));
   h.request = as_u64(f[1], Where{kIpc, "request"});
   h.local_rank = as_u32(f[2], Where{kIpc, "local_rank"});
   h.manifest = read_manifest(f[3], kIpc);

@@ -79,7 +79,7 @@ def _fake_header(rng, ipc, predecessor):
     if choice == 1:  # another protocol version
         return _msgpack_array([rng.randrange(2, 100), rng.randrange(1, 5), rng.getrandbits(32)])
     if choice == 2:  # an unknown message type
-        return _msgpack_array([1, rng.randrange(5, 120), rng.getrandbits(16)])
+        return _msgpack_array([1, rng.randrange(6, 120), rng.getrandbits(16)])
     if choice == 3:  # an IPC header of a kind clients never send
         return _msgpack_array([1, 4, rng.choice([2, 4, 5, 6, 10, 99]), rng.getrandbits(16)])
     full = _msgpack_array([1, 2, 1, rng.getrandbits(64), 0, 0, 1])  # truncated

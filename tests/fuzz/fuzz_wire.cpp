@@ -117,7 +117,7 @@ bool fuzz_gradients(const std::uint8_t* data, std::size_t size) {
   return ok;
 }
 
-// --- manifests, ring headers, summaries, IPC headers ------------------------------
+// --- manifests, ring headers, summaries, IPC headers, traces -----------------------
 
 void check_valid(const collective::Manifest& m) {
   ZRING_FUZZ_CHECK(m.method.size() <= wire::kMaxMethodBytes);
@@ -185,6 +185,20 @@ bool same(const wire::IpcHeader& a, const wire::IpcHeader& b) {
          a.error_code == b.error_code && a.text == b.text;
 }
 
+void check_valid(const wire::Trace& t) {
+  ZRING_FUZZ_CHECK(t.node.size() <= wire::kMaxNodeNameBytes);
+  ZRING_FUZZ_CHECK(t.records.size() <= wire::kMaxTraceRecords);
+  for (const wire::TraceRecord& r : t.records) {
+    ZRING_FUZZ_CHECK(r.method.size() <= wire::kMaxMethodBytes);
+    ZRING_FUZZ_CHECK(r.tensors <= wire::kMaxManifestTensors);
+    ZRING_FUZZ_CHECK(!r.error || zring::is_error_code(*r.error));
+  }
+}
+
+bool same(const wire::Trace& a, const wire::Trace& b) {
+  return a.node == b.node && a.records == b.records;
+}
+
 // Decodes with decode; on success checks the message and its round trip
 // through encode. Returns whether it decoded.
 template <typename Message, typename Decode, typename Encode>
@@ -241,6 +255,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     decodes_as(wire::MessageType::summary);
   if (fuzz_message<wire::IpcHeader>(data, size, wire::decode_ipc_header, wire::encode_ipc_header))
     decodes_as(wire::MessageType::ipc);
+  if (fuzz_message<wire::Trace>(data, size, wire::decode_trace, wire::encode_trace))
+    decodes_as(wire::MessageType::trace);
   fuzz_payload_list(data, size);
   return 0;
 }

@@ -115,6 +115,38 @@ collective::Manifest manifest() {
   return m;
 }
 
+// A timeline of an op that went through, one that failed on the ring and
+// one that never reached it.
+wire::Trace trace() {
+  wire::TraceRecord ok;
+  ok.op = 7;
+  ok.method = "ef:topk:1%";
+  ok.tensors = 4;
+  ok.elements = 41;
+  ok.local_ranks = 2;
+  ok.nodes = 3;
+  ok.wire_bytes = 900;
+  ok.dense_bytes = 164;
+  ok.first_submitted_ns = 1'717'000'000'000'000'000ull;
+  ok.last_submitted_ns = ok.first_submitted_ns + 10'000;
+  ok.ring_began_ns = ok.last_submitted_ns + 5'000;
+  ok.prepared_ns = ok.ring_began_ns + 70'000;
+  ok.summarized_ns = ok.prepared_ns + 20'000;
+  ok.data_done_ns = ok.summarized_ns + 300'000;
+  ok.answered_ns = ok.data_done_ns + 8'000;
+  wire::TraceRecord failed = ok;
+  failed.op = 8;
+  failed.error = static_cast<std::uint32_t>(zring::ErrorCode::manifest_mismatch);
+  failed.wire_bytes = 0;
+  failed.prepared_ns = failed.summarized_ns = failed.data_done_ns = 0;
+  wire::TraceRecord never;
+  never.method = "quant:8";
+  never.error = static_cast<std::uint32_t>(zring::ErrorCode::peer_lost);
+  never.first_submitted_ns = never.last_submitted_ns = ok.answered_ns + 1'000'000;
+  never.answered_ns = never.last_submitted_ns + 10'000'000;
+  return wire::Trace{"b", {ok, failed, never}};
+}
+
 void write_wire_seeds(const fs::path& dir) {
   zring::CompressedMap every;
   std::uint64_t seed = 1;
@@ -196,6 +228,13 @@ void write_wire_seeds(const fs::path& dir) {
     if (h.kind == wire::IpcKind::status) h.text = "{\"ring\": \"up\", \"ops\": 12}";
     write(dir, std::string("ipc-") + ipc_kinds[k - 1], wire::encode_ipc_header(h));
   }
+
+  wire::IpcHeader trace_request;
+  trace_request.kind = wire::IpcKind::trace;
+  trace_request.request = 9;
+  write(dir, "ipc-trace", wire::encode_ipc_header(trace_request));
+  write(dir, "trace", wire::encode_trace(trace()));
+  write(dir, "trace-empty", wire::encode_trace({}));
 
   write(dir, "payload-list",
         wire::encode_payload_list(

@@ -1,4 +1,4 @@
-// message_samples.cpp - sample ring, summary and IPC messages and their checks.
+// message_samples.cpp - sample ring, summary, IPC and trace messages and their checks.
 #include "message_samples.hpp"
 
 #include <cmath>
@@ -33,7 +33,8 @@ const std::vector<IpcKind>& all_ipc_kinds() {
                                              IpcKind::status, IpcKind::attach,
                                              IpcKind::submit_shared,
                                              IpcKind::result_shared,
-                                             IpcKind::submit_staged};
+                                             IpcKind::submit_staged,
+                                             IpcKind::trace};
   return kinds;
 }
 
@@ -113,6 +114,40 @@ std::vector<std::vector<std::uint8_t>> sample_payloads() {
   return payloads;
 }
 
+wire::Trace sample_trace() {
+  wire::Trace t;
+  t.node = "gpu-node-07";
+  wire::TraceRecord ok;
+  ok.op = 41;
+  ok.method = "ef:topk:1%";
+  ok.tensors = 65536;
+  ok.elements = (1ull << 36) + 3;
+  ok.local_ranks = 8;
+  ok.nodes = 0xFFFFFFFFu;
+  ok.wire_bytes = 1ull << 40;
+  ok.dense_bytes = ok.elements * 4;
+  const std::uint64_t t0 = 1'717'000'000'000'000'000ull;
+  ok.first_submitted_ns = t0;
+  ok.last_submitted_ns = t0 + 1;
+  ok.ring_began_ns = t0 + 1000;
+  ok.prepared_ns = t0 + 200000;
+  ok.summarized_ns = t0 + 300000;
+  ok.data_done_ns = t0 + 4000000;
+  ok.answered_ns = std::numeric_limits<std::uint64_t>::max();
+  wire::TraceRecord failed = ok;
+  failed.op = 42;
+  failed.method = "quant:8";
+  failed.error = static_cast<std::uint32_t>(ErrorCode::invalid_argument);  // 0: still a failure
+  failed.prepared_ns = failed.summarized_ns = failed.data_done_ns = 0;
+  wire::TraceRecord never;  // the ring was down
+  never.method = "none";
+  never.error = static_cast<std::uint32_t>(ErrorCode::peer_lost);
+  never.first_submitted_ns = never.last_submitted_ns = t0 + 5000000;
+  never.answered_ns = t0 + 9000000;
+  t.records = {ok, failed, never};
+  return t;
+}
+
 namespace {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
@@ -164,6 +199,13 @@ void check_equal(const IpcHeader& got, const IpcHeader& want) {
   BOOST_TEST(got.text == want.text);
 }
 
+void check_equal(const wire::Trace& got, const wire::Trace& want) {
+  BOOST_TEST(got.node == want.node);
+  BOOST_TEST_REQUIRE(got.records.size() == want.records.size());
+  for (std::size_t i = 0; i < got.records.size(); ++i)
+    BOOST_TEST((got.records[i] == want.records[i]), "record " << i);
+}
+
 void check_valid(const collective::Manifest& m) {
   BOOST_TEST(m.method.size() <= wire::kMaxMethodBytes);
   BOOST_TEST(m.tensors.size() <= wire::kMaxManifestTensors);
@@ -198,11 +240,21 @@ void check_valid(const NodeSummary& s) {
 
 void check_valid(const IpcHeader& h) {
   const auto kind = static_cast<int>(h.kind);
-  BOOST_TEST((kind >= 1 && kind <= 11));
+  BOOST_TEST((kind >= 1 && kind <= 12));
   check_valid(h.manifest);
   BOOST_TEST(h.node.size() <= wire::kMaxNodeNameBytes);
   BOOST_TEST(is_error_code(h.error_code));
   BOOST_TEST(h.text.size() <= wire::kMaxIpcTextBytes);
+}
+
+void check_valid(const wire::Trace& t) {
+  BOOST_TEST(t.node.size() <= wire::kMaxNodeNameBytes);
+  BOOST_TEST(t.records.size() <= wire::kMaxTraceRecords);
+  for (const wire::TraceRecord& r : t.records) {
+    BOOST_TEST(r.method.size() <= wire::kMaxMethodBytes);
+    BOOST_TEST(r.tensors <= wire::kMaxManifestTensors);
+    if (r.error) BOOST_TEST(is_error_code(*r.error));
+  }
 }
 
 std::string expect_malformed(const Decoder& decode, const std::vector<std::uint8_t>& bytes,

@@ -1,4 +1,4 @@
-// message_samples.hpp - valid ring, summary and IPC messages for the wire
+// message_samples.hpp - valid ring, summary, IPC and trace messages for the wire
 // tests, field-by-field comparison, and the promises of every decoded one.
 #pragma once
 
@@ -24,16 +24,21 @@ wire::RingHeader sample_ring_header(wire::RingKind kind);
 collective::NodeSummary sample_summary();  // with stats, non-finite entries and an error
 wire::IpcHeader sample_ipc_header(wire::IpcKind kind);
 std::vector<std::vector<std::uint8_t>> sample_payloads();
+// Three records: one that went through, one that failed on the ring, one
+// that never reached it.
+wire::Trace sample_trace();
 
 void check_equal(const wire::RingHeader& got, const wire::RingHeader& want);
 void check_equal(const collective::NodeSummary& got, const collective::NodeSummary& want);
 void check_equal(const wire::IpcHeader& got, const wire::IpcHeader& want);
+void check_equal(const wire::Trace& got, const wire::Trace& want);
 
 // What a decoder promises about everything it returns.
 void check_valid(const collective::Manifest& m);
 void check_valid(const wire::RingHeader& h);
 void check_valid(const collective::NodeSummary& s);
 void check_valid(const wire::IpcHeader& h);
+void check_valid(const wire::Trace& t);
 
 // A decoder under test, its result thrown away.
 using Decoder = std::function<void(const std::uint8_t* data, std::size_t size)>;

@@ -16,6 +16,8 @@ Value from_object(const msgpack::object& o) {
       return Value(o.via.u64);
     case msgpack::type::NEGATIVE_INTEGER:
       return Value::negative_int(o.via.i64);
+    case msgpack::type::NIL:
+      return Value::nil();
     case msgpack::type::STR:
       return Value(std::string(o.via.str.ptr, o.via.str.size));
     case msgpack::type::BIN: {
@@ -53,6 +55,9 @@ void pack_into(Packer& p, const Value& value) {
     case Value::Kind::array:
       p.pack_array(static_cast<std::uint32_t>(value.items.size()));
       for (const Value& item : value.items) pack_into(p, item);
+      return;
+    case Value::Kind::nil:
+      p.pack_nil();
       return;
   }
 }

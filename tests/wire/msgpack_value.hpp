@@ -10,7 +10,7 @@
 namespace zring::wire_test {
 
 struct Value {
-  enum class Kind { uint, negative, str, bin, array };
+  enum class Kind { uint, negative, str, bin, array, nil };
   using Array = std::vector<Value>;
 
   Kind kind = Kind::uint;
@@ -29,6 +29,11 @@ struct Value {
     Value v;
     v.kind = Kind::bin;
     v.bin = std::move(bytes);
+    return v;
+  }
+  static Value nil() {
+    Value v;
+    v.kind = Kind::nil;
     return v;
   }
   static Value negative_int(std::int64_t n) {

@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(texts_at_and_beyond_their_limits) {
 }
 
 BOOST_AUTO_TEST_CASE(kinds_out_of_range) {
-  for (const std::uint64_t kind : {0ull, 12ull, 99ull}) {
+  for (const std::uint64_t kind : {0ull, 13ull, 99ull}) {
     BOOST_TEST_CONTEXT("kind " << kind) {
       Value m = ipc_value();
       m[2] = kind;

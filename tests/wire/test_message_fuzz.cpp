@@ -1,7 +1,7 @@
-// test_message_fuzz.cpp - ring headers, summaries, IPC headers and payload
-// lists against every truncation, other protocol versions and thousands of
-// seeded corruptions: each throws zring::Error or decodes to a message that
-// keeps every promise of its decoder. Any other exception, a crash or a
+// test_message_fuzz.cpp - ring headers, summaries, IPC headers, traces and
+// payload lists against every truncation, other protocol versions and
+// thousands of seeded corruptions: each throws zring::Error or decodes to a
+// message that keeps every promise of its decoder. Any other exception, a crash or a
 // sanitizer report fails the test.
 #include <boost/test/unit_test.hpp>
 
@@ -63,6 +63,8 @@ std::vector<Subject> subjects() {
   for (const wire::IpcKind kind : wt::all_ipc_kinds())
     out.push_back({"IPC header, kind " + std::to_string(static_cast<int>(kind)),
                    wire::encode_ipc_header(wt::sample_ipc_header(kind)), ipc});
+  const auto trace = [](const Bytes& b) { return rejected_by(b, wire::decode_trace, wire::encode_trace); };
+  out.push_back({"trace", wire::encode_trace(wt::sample_trace()), trace});
   return out;
 }
 
@@ -114,11 +116,13 @@ BOOST_AUTO_TEST_CASE(other_versions_are_unsupported) {
   const std::vector<std::pair<std::string, wt::Decoder>> decoders = {
       {"ring", [](const std::uint8_t* d, std::size_t n) { (void)wire::decode_ring_header(d, n); }},
       {"summary", [](const std::uint8_t* d, std::size_t n) { (void)wire::decode_summary(d, n); }},
-      {"ipc", [](const std::uint8_t* d, std::size_t n) { (void)wire::decode_ipc_header(d, n); }}};
+      {"ipc", [](const std::uint8_t* d, std::size_t n) { (void)wire::decode_ipc_header(d, n); }},
+      {"trace", [](const std::uint8_t* d, std::size_t n) { (void)wire::decode_trace(d, n); }}};
   const std::vector<Bytes> samples = {
       wire::encode_ring_header(wt::sample_ring_header(wire::RingKind::abort)),
       wire::encode_summary(wt::sample_summary()),
-      wire::encode_ipc_header(wt::sample_ipc_header(wire::IpcKind::submit))};
+      wire::encode_ipc_header(wt::sample_ipc_header(wire::IpcKind::submit)),
+      wire::encode_trace(wt::sample_trace())};
   for (std::size_t i = 0; i < decoders.size(); ++i) {
     // Not a structured binding: clang 14 cannot capture one in a lambda.
     const std::string& name = decoders[i].first;

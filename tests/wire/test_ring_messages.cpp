@@ -180,7 +180,7 @@ BOOST_AUTO_TEST_CASE(other_message_types) {
   const Bytes s = wire::encode_summary(wt::sample_summary());
   wt::expect_malformed(ring, s, "expected a message of type 2 (ring header), got type 3");
   wt::expect_malformed(ring, wire::encode_gradients({}), "got type 1 (gradients)");
-  wt::expect_malformed(ring, Bytes{0x92, 1, 5}, "unknown message type 5");
+  wt::expect_malformed(ring, Bytes{0x92, 1, 6}, "unknown message type 6");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
