@@ -61,6 +61,8 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, help="warm-up ops per size (default: by size)")
     p.add_argument("--iters", type=int, help="timed ops per size (default: by size)")
     p.add_argument("--chunk-bytes", type=int, help="zringd chunk_bytes (default: zringd's)")
+    p.add_argument("--gather-bytes", type=int,
+                   help="zringd gather_bytes (default: zringd's; 0: every op round the ring)")
     p.add_argument("--fusion", action="store_true",
                    help="tensor fusion: ResNet-50's 161 parameter tensors (25,557,032 floats) "
                         "against one tensor of the same size, per method")
@@ -191,7 +193,7 @@ class Bench:
                 self.measure(series, "mpi", "none", lambda: runners.run_mpi(series))
             if "zring" in a.impls:
                 largest = max(a.sizes)
-                with runners.ZringRing(series, largest, a.chunk_bytes) as ring:
+                with runners.ZringRing(series, largest, a.chunk_bytes, a.gather_bytes) as ring:
                     for m in a.methods:
                         for api in a.zring_apis:
                             for layout in (("flat", "resnet50") if a.fusion else ("flat",)):

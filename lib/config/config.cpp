@@ -57,13 +57,14 @@ constexpr Range kChunkBytes{64 * KiB, 64 * MiB, true};
 // chunk_bytes; 4 GiB keeps every length within msgpack's 32-bit sizes.
 constexpr std::uint64_t kHeaderRoom = 64 * KiB;
 constexpr Range kMaxMessageBytes{kChunkBytes.min + kHeaderRoom, 4 * GiB, true};
+constexpr Range kGatherBytes{0, 64 * MiB, true};
 
 // A ring file is a few kilobytes; anything much larger is the wrong file.
 constexpr std::size_t kMaxFileBytes = 1 * MiB;
 
-constexpr std::array<std::string_view, 11> kTopKeys{
-    "nodes",       "self",        "ipc",               "local_ranks", "timeout_ms",
-    "heartbeat_ms", "chunk_bytes", "max_message_bytes", "log_level",  "metrics", "curve"};
+constexpr std::array<std::string_view, 12> kTopKeys{
+    "nodes",        "self",        "ipc",          "local_ranks",       "timeout_ms", "heartbeat_ms",
+    "chunk_bytes",  "gather_bytes", "max_message_bytes", "log_level", "metrics",    "curve"};
 constexpr std::array<std::string_view, 5> kNodeKeys{"name", "address", "ipc", "public_key", "secret_key_file"};
 constexpr std::array<std::string_view, 1> kMetricsKeys{"listen"};
 constexpr std::array<std::string_view, 1> kCurveKeys{"secret_key_file"};
@@ -366,6 +367,7 @@ void read_sizes(const YAML::Node& root, const Where& top, RingConfig& config) {
   }
   config.chunk_bytes = chunk;
   config.max_message_bytes = max_message;
+  config.gather_bytes = read_integer(root, "gather_bytes", top, kGatherBytes).value_or(config.gather_bytes);
 }
 
 void read_settings(const YAML::Node& root, const Where& top, RingConfig& config) {

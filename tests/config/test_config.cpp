@@ -213,6 +213,7 @@ BOOST_AUTO_TEST_CASE(minimal_ring_gets_the_defaults) {
   BOOST_TEST(config.timeout.count() == 10000);
   BOOST_TEST(config.heartbeat.count() == 500);
   BOOST_TEST(config.chunk_bytes == 1u << 20);
+  BOOST_TEST(config.gather_bytes == 192u << 10);
   BOOST_TEST(config.max_message_bytes == 256u << 20);
   BOOST_TEST(config.log_level == "info");
   BOOST_TEST(config.world_size() == 2u);
@@ -230,13 +231,15 @@ BOOST_AUTO_TEST_CASE(nodes_keep_ring_order_host_and_port) {
 BOOST_AUTO_TEST_CASE(every_setting_is_read) {
   const RingConfig config = parse_config(kRing +
                                              "local_ranks: 8\ntimeout_ms: 20000\nheartbeat_ms: 250\n"
-                                             "chunk_bytes: 65536\nmax_message_bytes: 131072\nlog_level: debug\n",
+                                             "chunk_bytes: 65536\nmax_message_bytes: 131072\nlog_level: debug\n"
+                                             "gather_bytes: 0\n",
                                          "ring.yaml");
   BOOST_TEST(config.local_ranks == 8u);
   BOOST_TEST(config.timeout.count() == 20000);
   BOOST_TEST(config.heartbeat.count() == 250);
   BOOST_TEST(config.chunk_bytes == 65536u);
   BOOST_TEST(config.max_message_bytes == 131072u);
+  BOOST_TEST(config.gather_bytes == 0u);
   BOOST_TEST(config.log_level == "debug");
   BOOST_TEST(config.world_size() == 16u);
 }
@@ -261,7 +264,8 @@ BOOST_AUTO_TEST_CASE(bounds_are_inclusive) {
   for (const std::string extra : {"local_ranks: 1024\n", "timeout_ms: 100\n", "timeout_ms: 3600000\n",
                                   "chunk_bytes: 65536\n", "chunk_bytes: 67108864\n", "heartbeat_ms: 10\n",
                                   "heartbeat_ms: 4999\n", "max_message_bytes: 1114112\n",
-                                  "max_message_bytes: 4294967296\n"}) {
+                                  "max_message_bytes: 4294967296\n", "gather_bytes: 0\n",
+                                  "gather_bytes: 67108864\n"}) {
     BOOST_CHECK_NO_THROW(parse_config(kRing + extra, "ring.yaml"));
   }
 }
@@ -566,6 +570,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_and_malformed) {
       {"chunk_bytes: 1000", "ring.yaml: chunk_bytes: 1000 is below 65536 (64 KiB)"},
       {"chunk_bytes: 67108868", "ring.yaml: chunk_bytes: 67108868 is above 67108864 (64 MiB)"},
       {"chunk_bytes: 65538", "ring.yaml: chunk_bytes: 65538 is not a multiple of 4"},
+      {"gather_bytes: 67108865", "ring.yaml: gather_bytes: 67108865 is above 67108864 (64 MiB)"},
+      {"gather_bytes: -1", "ring.yaml: gather_bytes: -1 is below 0"},
       {"max_message_bytes: 1000", "ring.yaml: max_message_bytes: 1000 is below 131072 (128 KiB)"},
       {"max_message_bytes: 5000000000", "ring.yaml: max_message_bytes: 5000000000 is above 4294967296 (4 GiB)"},
       {"max_message_bytes: 1114111",
@@ -601,7 +607,7 @@ BOOST_AUTO_TEST_CASE(unknown_key_names_it_and_lists_the_known_ones) {
   const std::string message = error_of(kRing + "timeout: 5\n");
   BOOST_TEST(starts_with(message, "ring.yaml: timeout: unknown key; did you mean 'timeout_ms'?"));
   BOOST_TEST(contains(message, "(known keys: nodes, self, ipc, local_ranks, timeout_ms, heartbeat_ms, "
-                               "chunk_bytes, max_message_bytes, log_level, metrics, curve)"));
+                               "chunk_bytes, gather_bytes, max_message_bytes, log_level, metrics, curve)"));
   BOOST_TEST(contains(error_of(kRing + "Local_ranks: 2\n"), "did you mean 'local_ranks'?"));
   const std::string unrelated = error_of(kRing + "frobnicate: 1\n");
   BOOST_TEST(starts_with(unrelated, "ring.yaml: frobnicate: unknown key (known keys: nodes,"));
