@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from zbench import network, plan, procs, report, runners, stats, svg  # noqa: E402
+from zbench import network, phases, plan, procs, report, runners, stats, svg  # noqa: E402
 from zbench.machine import cpu_model, git_describe, load  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,6 +63,9 @@ def parse_args(argv):
     p.add_argument("--chunk-bytes", type=int, help="zringd chunk_bytes (default: zringd's)")
     p.add_argument("--gather-bytes", type=int,
                    help="zringd gather_bytes (default: zringd's; 0: every op round the ring)")
+    p.add_argument("--trace", action="store_true",
+                   help="after each zring method, write the daemons' timeline (zringctl trace) "
+                        "to its raw directory and report the median of every phase per size")
     p.add_argument("--fusion", action="store_true",
                    help="tensor fusion: ResNet-50's 161 parameter tensors (25,557,032 floats) "
                         "against one tensor of the same size, per method")
@@ -121,6 +124,7 @@ class Bench:
         self.out = os.path.abspath(args.out or os.path.join(ROOT, "results", f"{stamp}-{suffix}"))
         os.makedirs(self.out, exist_ok=True)
         self.rows = []
+        self.phase_text = []  # --trace: one table per zring method
         self.unavailable = {}
         self.started = time.monotonic()
         self.meta = {"mode": self.mode, "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -206,7 +210,7 @@ class Bench:
                                     self.measure_memory(series, ring, m, label,
                                                         f"zring-{safe}-{api}-{layout}", layout, api)
                                     continue
-                                self.measure(series, "zring", label, lambda: ring.run_method(
+                                self.measure_traced(series, ring, label, lambda: ring.run_method(
                                     m, f"zring-{safe}-{api}-{layout}", layout, api))
         finally:
             net.close()
@@ -234,6 +238,32 @@ class Bench:
                     row["client_peak_rss"] = stats_client_peak(out["dir"], series.ranks, size)
         finally:
             series.plan = whole_plan
+
+    def measure_traced(self, series, ring, label, run):
+        """measure(), then with --trace the daemons' timeline of the method."""
+        out = {}
+
+        def traced():
+            out["dir"] = run()
+            return out["dir"]
+        self.measure(series, "zring", label, traced)
+        if not self.args.trace or "dir" not in out:
+            return
+        path = os.path.join(out["dir"], "trace.json")
+        try:
+            ring.trace(path)
+        except procs.Failed as e:
+            self.log(f"{label}: no trace: {e}")
+            return
+        client = {r["bytes"]: r["t_med"] * 1000 for r in self.rows
+                  if r["impl"] == "zring" and r["method"] == label and r.get("t_med") and
+                  r["ranks"] == series.ranks}
+        after = getattr(ring, "traced_up_to", -1)  # ops of earlier methods on the same daemons
+        ring.traced_up_to = phases.last_op(path)
+        text = phases.markdown(f"{label}, {series.ranks} ranks",
+                               phases.medians(path, self.args.sizes, after), client)
+        self.phase_text.append(text)
+        self.log("\n" + text)
 
     def measure(self, series, impl, method, run, sizes=None):
         before = load()
@@ -290,6 +320,8 @@ class Bench:
         else:
             text = report.markdown(self.rows, self.meta)
             self.plot_sizes(done)
+        if self.phase_text:
+            text += "\n## Where the time goes (zringd's timeline)\n\n" + "\n".join(self.phase_text)
         with open(os.path.join(self.out, "report.md"), "w") as f:
             f.write(text)
         latest = os.path.join(os.path.dirname(self.out), "latest")

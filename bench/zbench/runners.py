@@ -206,6 +206,15 @@ class ZringRing:
         self.group = procs.Group()
         self._start()
 
+    def trace(self, path):
+        """Every daemon's timeline of its last ops, as one Chrome trace file."""
+        argv = [self.s.bins.zringctl, "trace", "--out", path]
+        for n in range(self.s.nodes):
+            argv += ["--endpoint", self.ipc(n)]
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0:
+            raise procs.Failed(f"zringctl trace: {done.stdout.strip()}")
+
     def peak_memory(self):
         """The largest VmHWM of the daemons, in bytes."""
         return max(_vm_hwm(d.popen.pid) for d in self.group.children)
