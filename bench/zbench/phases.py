@@ -24,15 +24,17 @@ def read_ops(path):
         op = ops.setdefault(key, {"elements": args.get("elements"), "method": args.get("method")})
         name = e["name"] if e["name"] in PHASES else "op"
         op[name] = e["dur"] / 1000.0
+        op[name + "@"] = (e["ts"] / 1000.0, (e["ts"] + e["dur"]) / 1000.0)  # ms on one clock
     return ops
 
 
 def medians(path, sizes, after_op=-1):
     """One row per size (bytes): {"bytes", "ops", phase: median ms, "op":
-    median ms, "ring": median over ops of the shortest summaries + data of any
-    node} for the ops numbered above after_op. The node whose ranks submit
-    last waits for nobody: its summaries and data are the ring's own
-    latency, the other nodes' also the wait for it."""
+    median ms, "ring": median over ops of the ring's own time} for the ops
+    numbered above after_op. An op's ring time runs from the moment the
+    last node had prepared (before it, the others wait for that node) to the
+    moment the last node had its average: the daemons of one machine share
+    its clock (on several machines, read it with their clocks' offsets)."""
     ops = {k: o for k, o in read_ops(path).items() if k[1] is not None and k[1] > after_op}
     rows = []
     for size in sizes:
@@ -43,11 +45,14 @@ def medians(path, sizes, after_op=-1):
         for name in PHASES + ("op",):
             values = [o[name] for o in mine.values() if name in o]
             row[name] = statistics.median(values) if values else None
-        ring = {}
+        ready, done = {}, {}
         for (_, number), o in mine.items():
-            took = o.get("summaries", 0) + o.get("data", 0)
-            ring[number] = min(ring.get(number, took), took)
-        row["ring"] = statistics.median(ring.values())
+            if "summaries@" not in o or "data@" not in o:
+                continue
+            ready[number] = max(ready.get(number, 0.0), o["summaries@"][0])
+            done[number] = max(done.get(number, 0.0), o["data@"][1])
+        ring = [done[n] - ready[n] for n in ready]
+        row["ring"] = statistics.median(ring) if ring else None
         rows.append(row)
     return rows
 
@@ -61,8 +66,8 @@ def markdown(label, rows, client_ms):
     """A table of the phases per size; client_ms maps a size to the clients'
     median op time (the slowest rank's), so the rest (the IPC hops both
     ways, the client's own work, the ranks' skew) shows as what the daemon
-    did not see. "ring alone" is the summaries and data of the node that
-    waited for nobody (see medians)."""
+    did not see. "ring alone" is the ring's time once the last node was in
+    (see medians)."""
     def ms(v):
         return "" if v is None else f"{v:.3f}"
     lines = [f"**{label}**: median ms per phase, over every node's ops of the size",
