@@ -76,9 +76,7 @@ IpcServer::IpcServer(boost::asio::io_context& io, zmq::context_t& context,
                      const RingConfig& config, RingWorker& worker)
     : io_(io), config_(config), worker_(worker), socket_(context, zmq::socket_type::router),
       fd_(io), stall_timer_(io), keepalive_timer_(io), backlog_timer_(io),
-      backlog_(kBacklogBytes), waiting_(config.local_ranks),
-      owners_(config.local_ranks), owes_(config.local_ranks), regions_(config.local_ranks),
-      clock_shared_(config.local_ranks, false) {}
+      backlog_(kBacklogBytes), ranks_(config) {}
 
 IpcServer::~IpcServer() {
   if (fd_.is_open()) fd_.release();  // the descriptor is ZeroMQ's, not ours to close
@@ -118,13 +116,7 @@ void IpcServer::start() {
 
 void IpcServer::stop(const std::string& why, ErrorCode code) {
   if (!running_) return;
-  for (auto& queue : waiting_)
-    for (const Request& r : queue) send_error(r.client, r.id, code, why);
-  for (auto& [job, requests] : running_ops_)
-    for (const Request& r : requests) send_error(r.client, r.id, code, why);
-  waiting_.assign(config_.local_ranks, {});
-  running_ops_.clear();
-  regions_.assign(config_.local_ranks, nullptr);  // removes the files
+  for (const Refusal& r : ranks_.clear(code, why)) refuse(r);  // the shared buffers' files go
   running_ = false;
   stall_timer_.cancel();
   keepalive_timer_.cancel();
@@ -192,11 +184,6 @@ void IpcServer::handle(std::vector<zmq::message_t>& frames) {
   }
 }
 
-std::string IpcServer::rank_name(std::size_t local_rank) const {
-  return "rank " + std::to_string(config_.self_index * config_.local_ranks + local_rank) +
-         " (local rank " + std::to_string(local_rank) + " of node '" + config_.self + "')";
-}
-
 void IpcServer::on_hello(const std::string& client, const wire::IpcHeader& header) {
   const std::size_t l = header.local_rank;
   if (l >= config_.local_ranks) {
@@ -211,19 +198,15 @@ void IpcServer::on_hello(const std::string& client, const wire::IpcHeader& heade
   // namespace) or a zringd that was frozen then: its requests are not
   // judged by their age.
   const auto gap = Clock::now() - Clock::time_point(std::chrono::nanoseconds(header.op));
-  clock_shared_[l] = header.op != 0 && gap > -std::chrono::seconds(1) && gap < std::chrono::seconds(1);
-  if (owners_[l] != client) {
-    // A new process takes the rank: the old one's state goes.
-    for (const Request& r : waiting_[l])
-      send_error(r.client, r.id, ErrorCode::aborted, "another process connected as " + rank_name(l));
-    waiting_[l].clear();
-    owes_[l].reset();
-    regions_[l].reset();
-    owners_[l] = client;
+  const bool clock_shared =
+      header.op != 0 && gap > -std::chrono::seconds(1) && gap < std::chrono::seconds(1);
+  const LocalRanks::Hello hello = ranks_.hello(client, l, clock_shared);
+  for (const Refusal& r : hello.refused) refuse(r);
+  if (hello.taken) {
     OpJob reset;
     reset.reset_rank = l;
     worker_.submit(std::move(reset));
-    log_info("client connected as " + rank_name(l));
+    log_info("client connected as " + ranks_.rank_name(l));
   }
   wire::IpcHeader welcome;
   welcome.kind = wire::IpcKind::welcome;
@@ -251,7 +234,7 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
   const std::uint64_t bytes = header.manifest.elements() * sizeof(float);
   r.staged = header.kind == wire::IpcKind::submit_staged;
   const bool shared = header.kind == wire::IpcKind::submit_shared || r.staged;
-  if (shared) r.region = regions_[l];
+  if (shared) r.region = ranks_.region(l);
   const std::uint64_t room = shared ? (r.region ? r.region->size() : 0) : (values ? values->size() : 0);
   if (shared ? room < bytes : room != bytes) {
     send_error(client, header.request, ErrorCode::size_mismatch,
@@ -261,7 +244,7 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
                    std::to_string(bytes));
     return;
   }
-  if (clock_shared_[l] && given_up(header)) {
+  if (ranks_.clock_shared(l) && given_up(header)) {
     // zringd read it after the client stopped waiting (zringd was stopped
     // or starved). Run, it would average the client's abandoned values;
     // dropped, the other ranks' op would be paired with this rank's next
@@ -269,28 +252,17 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
     // rank has one failed op, and they stay in step.
     const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
         Clock::now() - Clock::time_point(std::chrono::nanoseconds(header.op)));
-    r.given_up = rank_name(l) + "'s zringd read its request " + std::to_string(age.count()) +
+    r.given_up = ranks_.rank_name(l) + "'s zringd read its request " + std::to_string(age.count()) +
                  " ms after it was sent, when its client (timeout " +
                  std::to_string(header.timeout_ms) + " ms) had given up on it";
     log_warn(*r.given_up + ": the op fails on every rank");
-    waiting_[l].push_back(std::move(r));
-    assemble();
-    return;
-  }
-  if (owes_[l]) {
-    // This rank was late for an op the others already gave up on: this
-    // submission is that op, and fails like it did for them.
-    send_error(client, header.request, ErrorCode::aborted, *owes_[l]);
-    owes_[l].reset();
-    return;
-  }
-  if (shared) {
+  } else if (shared) {
     r.values = collective::Bytes(r.region->data(), bytes, r.region);
   } else {
     auto message = std::make_shared<zmq::message_t>(std::move(*values));
     r.values = collective::Bytes(message->data<std::uint8_t>(), message->size(), message);
   }
-  waiting_[l].push_back(std::move(r));
+  if (const std::optional<Refusal> refusal = ranks_.submit(std::move(r))) return refuse(*refusal);
   assemble();
 }
 
@@ -305,23 +277,10 @@ bool IpcServer::given_up(const wire::IpcHeader& header) const {
   return Clock::now() - sent >= timeout - margin;
 }
 
-// Only the process that said hello last for a local rank speaks for it. A
-// rank nobody holds means this daemon does not know the client (it restarted
-// since): the client may say hello again and retry.
 bool IpcServer::check_owner(const std::string& client, const wire::IpcHeader& header) {
-  const std::size_t l = header.local_rank;
-  if (l < config_.local_ranks && owners_[l] == client) return true;
-  if (l < config_.local_ranks && owners_[l].empty()) {
-    send_error(client, header.request, ErrorCode::connection_failed,
-               "zringd does not know this process as local rank " + std::to_string(l) +
-                   " (it restarted since the process connected): connect again");
-  } else {
-    send_error(client, header.request, ErrorCode::invalid_argument,
-               "local rank " + std::to_string(l) +
-                   (l < config_.local_ranks ? " is held by another process"
-                                            : " is out of range for node '" + config_.self + "'"));
-  }
-  return false;
+  const std::optional<Refusal> refusal = ranks_.check_owner(client, header.local_rank, header.request);
+  if (refusal) refuse(*refusal);
+  return !refusal;
 }
 
 // A client with large tensors asks for a buffer both sides map.
@@ -339,7 +298,7 @@ void IpcServer::on_attach(const std::string& client, const wire::IpcHeader& head
   const std::string path = region_prefix_ + std::to_string(::getpid()) + "." + std::to_string(l) +
                            "." + std::to_string(++regions_made_);
   try {
-    regions_[l] = transport::SharedRegion::create(path, header.wire_bytes);
+    ranks_.set_region(l, transport::SharedRegion::create(path, header.wire_bytes));
   } catch (const Error& e) {
     send_error(client, header.request, e.code(), e.what());
     return;
@@ -354,46 +313,12 @@ void IpcServer::on_attach(const std::string& client, const wire::IpcHeader& head
 
 // One submission from every local rank makes an op.
 void IpcServer::assemble() {
-  while (true) {
-    for (const auto& queue : waiting_)
-      if (queue.empty()) return arm_stall_timer();
-    OpJob job;
-    job.id = next_job_++;
-    std::vector<Request> requests;
-    for (auto& queue : waiting_) {
-      requests.push_back(std::move(queue.front()));
-      queue.pop_front();
-    }
-    job.manifest = requests[0].manifest;
-    job.method = requests[0].method;
-    for (const Request& r : requests)
-      if (r.given_up && !job.failure) job.failure = Failure{ErrorCode::aborted, *r.given_up};
-    for (std::size_t l = 1; l < requests.size() && !job.failure; ++l) {
-      const std::string diff = collective::manifest_difference(
-          requests[0].manifest, rank_name(0), requests[l].manifest, rank_name(l));
-      if (!diff.empty()) job.failure = Failure{ErrorCode::manifest_mismatch, "manifest mismatch: " + diff};
-    }
-    if (!job.failure) {
-      for (const Request& r : requests) {
-        job.values.push_back(r.values);
-        if (!r.staged) continue;
-        job.staged.resize(requests.size());
-        job.staged_who.resize(requests.size());
-        job.staged[r.local_rank] = r.region;
-        job.staged_who[r.local_rank] = rank_name(r.local_rank);
-      }
-      if (requests[0].region) {
-        job.output = reinterpret_cast<float*>(requests[0].region->data());
-        job.output_owner = requests[0].region;
-      }
-    }
-    running_ops_.emplace(job.id, std::move(requests));
-    worker_.submit(std::move(job));
-  }
+  for (OpJob& job : ranks_.assemble()) worker_.submit(std::move(job));
+  arm_stall_timer();
 }
 
 void IpcServer::arm_stall_timer() {
-  const Clock::time_point deadline = stall_deadline();
+  const Clock::time_point deadline = ranks_.stall_deadline();
   if (deadline == Clock::time_point::max()) {
     stall_timer_.cancel();
     return;
@@ -404,42 +329,14 @@ void IpcServer::arm_stall_timer() {
   });
 }
 
-// Some local ranks submitted, others did not within the timeout: the op
-// fails on every rank of the ring, naming the late ones.
+// Some local ranks submitted, others did not within the timeout: the ring
+// learns why, and fails the op everywhere.
 void IpcServer::on_stall() {
-  std::string late;
-  for (std::size_t l = 0; l < waiting_.size(); ++l)
-    if (waiting_[l].empty()) late += (late.empty() ? "" : ", ") + rank_name(l);
-  if (late.empty()) return assemble();
-  if (Clock::now() < stall_deadline()) return arm_stall_timer();
-  const std::string text = late + " did not submit the op within " +
-                           std::to_string(config_.timeout.count()) +
-                           " ms, while other ranks of the node did";
-  OpJob job;
-  job.id = next_job_++;
-  job.failure = Failure{ErrorCode::timeout, text};
-  std::vector<Request> requests;
-  for (std::size_t l = 0; l < waiting_.size(); ++l) {
-    if (waiting_[l].empty()) {
-      owes_[l] = "op abandoned: " + text;
-      continue;
-    }
-    requests.push_back(std::move(waiting_[l].front()));
-    waiting_[l].pop_front();
+  if (std::optional<OpJob> job = ranks_.fail_late(Clock::now())) {
+    log_warn(job->failure->text);
+    worker_.submit(std::move(*job));
   }
-  job.manifest = requests.front().manifest;
-  job.method = requests.front().method;
-  running_ops_.emplace(job.id, std::move(requests));
-  log_warn(text);
-  worker_.submit(std::move(job));  // the ring learns why, and fails the op everywhere
-  arm_stall_timer();
-}
-
-IpcServer::Clock::time_point IpcServer::stall_deadline() const {
-  std::optional<Clock::time_point> oldest;
-  for (const auto& queue : waiting_)
-    if (!queue.empty() && (!oldest || queue.front().at < *oldest)) oldest = queue.front().at;
-  return oldest ? *oldest + config_.timeout : Clock::time_point::max();
+  assemble();
 }
 
 void IpcServer::arm_keepalive() {
@@ -448,16 +345,10 @@ void IpcServer::arm_keepalive() {
     if (ec || !running_) return;
     wire::IpcHeader alive;
     alive.kind = wire::IpcKind::keepalive;
-    for (const auto& queue : waiting_)
-      for (const Request& r : queue) {
-        alive.request = r.id;
-        send(r.client, alive);
-      }
-    for (const auto& [job, requests] : running_ops_)
-      for (const Request& r : requests) {
-        alive.request = r.id;
-        send(r.client, alive);
-      }
+    for (const Request* r : ranks_.pending()) {
+      alive.request = r->id;
+      send(r->client, alive);
+    }
     arm_keepalive();
   });
 }
@@ -465,10 +356,8 @@ void IpcServer::arm_keepalive() {
 // --- answers -------------------------------------------------------------------
 
 void IpcServer::on_op_done(OpDone done) {
-  auto it = running_ops_.find(done.id);
-  if (it == running_ops_.end()) return;  // stopped meanwhile
-  std::vector<Request> requests = std::move(it->second);
-  running_ops_.erase(it);
+  const std::vector<Request> requests = ranks_.finish(done.id);
+  if (requests.empty()) return;  // stopped meanwhile
   if (done.failure) {
     stats_.op_failed(requests.empty() ? "?" : requests.front().manifest.method, *done.failure);
     log_warn("op " + std::to_string(done.op) + " failed: " + done.failure->text);
@@ -642,6 +531,10 @@ void IpcServer::arm_backlog_timer() {
     arm_backlog_timer();
     boost::asio::post(io_, [this] { drain(); });
   });
+}
+
+void IpcServer::refuse(const Refusal& refusal) {
+  send_error(refusal.client, refusal.request, refusal.code, refusal.text);
 }
 
 void IpcServer::send_error(const std::string& client, std::uint64_t id, ErrorCode code,

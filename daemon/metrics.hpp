@@ -21,7 +21,7 @@
 
 #include <zring/config.hpp>
 
-#include "ipc_server.hpp"
+#include "daemon_stats.hpp"
 
 namespace zring::daemon {
 

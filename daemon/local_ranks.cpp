@@ -1,0 +1,161 @@
+#include "local_ranks.hpp"
+
+namespace zring::daemon {
+
+LocalRanks::LocalRanks(const RingConfig& config)
+    : config_(config), waiting_(config.local_ranks), owners_(config.local_ranks),
+      owes_(config.local_ranks), regions_(config.local_ranks), clock_shared_(config.local_ranks, false) {}
+
+std::string LocalRanks::rank_name(std::size_t local_rank) const {
+  return "rank " + std::to_string(config_.self_index * config_.local_ranks + local_rank) +
+         " (local rank " + std::to_string(local_rank) + " of node '" + config_.self + "')";
+}
+
+LocalRanks::Hello LocalRanks::hello(const std::string& client, std::size_t l, bool clock_shared) {
+  Hello hello;
+  clock_shared_.at(l) = clock_shared;
+  if (owners_[l] == client) return hello;
+  // A new process takes the rank: the old one's state goes.
+  for (const Request& r : waiting_[l])
+    hello.refused.push_back({r.client, r.id, ErrorCode::aborted, "another process connected as " + rank_name(l)});
+  waiting_[l].clear();
+  owes_[l].reset();
+  regions_[l].reset();
+  owners_[l] = client;
+  hello.taken = true;
+  return hello;
+}
+
+// Only the process that said hello last for a local rank speaks for it. A
+// rank nobody holds means this daemon does not know the client (it restarted
+// since): the client may say hello again and retry.
+std::optional<Refusal> LocalRanks::check_owner(const std::string& client, std::size_t l,
+                                               std::uint64_t request) const {
+  if (l < config_.local_ranks && owners_[l] == client) return std::nullopt;
+  if (l < config_.local_ranks && owners_[l].empty()) {
+    return Refusal{client, request, ErrorCode::connection_failed,
+                   "zringd does not know this process as local rank " + std::to_string(l) +
+                       " (it restarted since the process connected): connect again"};
+  }
+  return Refusal{client, request, ErrorCode::invalid_argument,
+                 "local rank " + std::to_string(l) +
+                     (l < config_.local_ranks ? " is held by another process"
+                                              : " is out of range for node '" + config_.self + "'")};
+}
+
+std::optional<Refusal> LocalRanks::submit(Request r) {
+  const std::size_t l = r.local_rank;
+  if (owes_.at(l) && !r.given_up) {
+    // This rank was late for an op the others already gave up on: this
+    // submission is that op, and fails like it did for them.
+    Refusal refusal{r.client, r.id, ErrorCode::aborted, *owes_[l]};
+    owes_[l].reset();
+    return refusal;
+  }
+  waiting_[l].push_back(std::move(r));
+  return std::nullopt;
+}
+
+// One submission from every local rank makes an op.
+std::vector<OpJob> LocalRanks::assemble() {
+  std::vector<OpJob> jobs;
+  while (true) {
+    for (const auto& queue : waiting_)
+      if (queue.empty()) return jobs;
+    OpJob job;
+    job.id = next_job_++;
+    std::vector<Request> requests;
+    for (auto& queue : waiting_) {
+      requests.push_back(std::move(queue.front()));
+      queue.pop_front();
+    }
+    job.manifest = requests[0].manifest;
+    job.method = requests[0].method;
+    for (const Request& r : requests)
+      if (r.given_up && !job.failure) job.failure = Failure{ErrorCode::aborted, *r.given_up};
+    for (std::size_t l = 1; l < requests.size() && !job.failure; ++l) {
+      const std::string diff = collective::manifest_difference(
+          requests[0].manifest, rank_name(0), requests[l].manifest, rank_name(l));
+      if (!diff.empty()) job.failure = Failure{ErrorCode::manifest_mismatch, "manifest mismatch: " + diff};
+    }
+    if (!job.failure) {
+      for (const Request& r : requests) {
+        job.values.push_back(r.values);
+        if (!r.staged) continue;
+        job.staged.resize(requests.size());
+        job.staged_who.resize(requests.size());
+        job.staged[r.local_rank] = r.region;
+        job.staged_who[r.local_rank] = rank_name(r.local_rank);
+      }
+      if (requests[0].region) {
+        job.output = reinterpret_cast<float*>(requests[0].region->data());
+        job.output_owner = requests[0].region;
+      }
+    }
+    running_.emplace(job.id, std::move(requests));
+    jobs.push_back(std::move(job));
+  }
+}
+
+IpcClock::time_point LocalRanks::stall_deadline() const {
+  std::optional<IpcClock::time_point> oldest;
+  for (const auto& queue : waiting_)
+    if (!queue.empty() && (!oldest || queue.front().at < *oldest)) oldest = queue.front().at;
+  return oldest ? *oldest + config_.timeout : IpcClock::time_point::max();
+}
+
+// Some local ranks submitted, others did not within the timeout: the op
+// fails on every rank of the ring, naming the late ones.
+std::optional<OpJob> LocalRanks::fail_late(IpcClock::time_point now) {
+  std::string late;
+  for (std::size_t l = 0; l < waiting_.size(); ++l)
+    if (waiting_[l].empty()) late += (late.empty() ? "" : ", ") + rank_name(l);
+  if (late.empty() || now < stall_deadline()) return std::nullopt;
+  const std::string text = late + " did not submit the op within " +
+                           std::to_string(config_.timeout.count()) +
+                           " ms, while other ranks of the node did";
+  OpJob job;
+  job.id = next_job_++;
+  job.failure = Failure{ErrorCode::timeout, text};
+  std::vector<Request> requests;
+  for (std::size_t l = 0; l < waiting_.size(); ++l) {
+    if (waiting_[l].empty()) {
+      owes_[l] = "op abandoned: " + text;
+      continue;
+    }
+    requests.push_back(std::move(waiting_[l].front()));
+    waiting_[l].pop_front();
+  }
+  job.manifest = requests.front().manifest;
+  job.method = requests.front().method;
+  running_.emplace(job.id, std::move(requests));
+  return job;
+}
+
+std::vector<Request> LocalRanks::finish(std::uint64_t job) {
+  const auto it = running_.find(job);
+  if (it == running_.end()) return {};
+  std::vector<Request> requests = std::move(it->second);
+  running_.erase(it);
+  return requests;
+}
+
+std::vector<const Request*> LocalRanks::pending() const {
+  std::vector<const Request*> all;
+  for (const auto& queue : waiting_)
+    for (const Request& r : queue) all.push_back(&r);
+  for (const auto& [job, requests] : running_)
+    for (const Request& r : requests) all.push_back(&r);
+  return all;
+}
+
+std::vector<Refusal> LocalRanks::clear(ErrorCode code, const std::string& why) {
+  std::vector<Refusal> refused;
+  for (const Request* r : pending()) refused.push_back({r->client, r->id, code, why});
+  waiting_.assign(config_.local_ranks, {});
+  running_.clear();
+  regions_.assign(config_.local_ranks, nullptr);
+  return refused;
+}
+
+}  // namespace zring::daemon

@@ -1,0 +1,122 @@
+// local_ranks.hpp - a node's local ranks and the ops they make (daemon-internal).
+//
+// Socket-free: which client holds each local rank, the submissions that wait
+// for the other ranks, the ops the ring runs and whose requests they answer,
+// the ranks that owe a failure (late for an op the others gave up on), each
+// rank's shared buffer, and when an incomplete op is late. The IPC server
+// feeds it what clients send and sends what it returns; the unit tests
+// (tests/daemon) drive it directly.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <zring/compression.hpp>
+#include <zring/config.hpp>
+#include <zring/error.hpp>
+
+#include "collective/link.hpp"
+#include "collective/manifest.hpp"
+#include "ring_worker.hpp"
+#include "transport/shared_region.hpp"
+
+namespace zring::daemon {
+
+using IpcClock = std::chrono::steady_clock;
+
+// One local rank's submission of an op.
+struct Request {
+  std::string client;    // ZeroMQ routing id
+  std::uint64_t id = 0;  // the client's request id
+  std::size_t local_rank = 0;
+  collective::Manifest manifest;
+  CompressionMethod method;
+  collective::Bytes values;
+  std::shared_ptr<transport::SharedRegion> region;  // answer there (submit_shared)
+  bool staged = false;  // submit_staged: the values arrive in region while the op runs
+  IpcClock::time_point at;
+  std::optional<std::string> given_up;  // why its client no longer waits: the op fails
+};
+
+// An error answer to a client's request.
+struct Refusal {
+  std::string client;
+  std::uint64_t request = 0;
+  ErrorCode code = ErrorCode::internal;
+  std::string text;
+};
+
+class LocalRanks {
+ public:
+  explicit LocalRanks(const RingConfig& config);
+
+  // "rank 5 (local rank 1 of node 'b')"
+  [[nodiscard]] std::string rank_name(std::size_t local_rank) const;
+
+  // A hello from `client` as local rank l (in range). When a new process
+  // takes the rank, the old one's waiting requests are refused, the rank's
+  // debt and shared buffer go, and `taken` says the ring must forget the
+  // rank's error-feedback residuals.
+  struct Hello {
+    bool taken = false;
+    std::vector<Refusal> refused;
+  };
+  Hello hello(const std::string& client, std::size_t local_rank, bool clock_shared);
+  // Whether the rank's hello showed a send time on zringd's clock.
+  [[nodiscard]] bool clock_shared(std::size_t local_rank) const { return clock_shared_.at(local_rank); }
+
+  // Nothing when `client` holds local rank l, else why it may not speak for it.
+  [[nodiscard]] std::optional<Refusal> check_owner(const std::string& client, std::size_t local_rank,
+                                                   std::uint64_t request) const;
+
+  [[nodiscard]] const std::shared_ptr<transport::SharedRegion>& region(std::size_t local_rank) const {
+    return regions_.at(local_rank);
+  }
+  void set_region(std::size_t local_rank, std::shared_ptr<transport::SharedRegion> region) {
+    regions_.at(local_rank) = std::move(region);
+  }
+
+  // Queues a checked submission, unless the rank owes a failure: then the
+  // submission is the op the others gave up on, and gets that failure.
+  // A submission its client gave up on (given_up) takes its place anyway.
+  [[nodiscard]] std::optional<Refusal> submit(Request request);
+
+  // Every op all local ranks have submitted, oldest first, as jobs for the
+  // ring; their requests now run until finish().
+  [[nodiscard]] std::vector<OpJob> assemble();
+
+  // When the oldest waiting submission is late (time_point::max(): none waits).
+  [[nodiscard]] IpcClock::time_point stall_deadline() const;
+  // At or after stall_deadline(), while some ranks have not submitted: the
+  // op fails on every rank of the ring (the job tells the ring why), and
+  // the late ranks owe its failure. Nothing otherwise.
+  [[nodiscard]] std::optional<OpJob> fail_late(IpcClock::time_point now);
+
+  // The requests of a job the ring answered (none for an unknown job).
+  [[nodiscard]] std::vector<Request> finish(std::uint64_t job);
+
+  // Every request that waits for its op or whose op runs (keepalives).
+  [[nodiscard]] std::vector<const Request*> pending() const;
+  // Refuses every pending request with `code`, `why`, and forgets them and
+  // the shared buffers (their files go).
+  [[nodiscard]] std::vector<Refusal> clear(ErrorCode code, const std::string& why);
+
+ private:
+  const RingConfig& config_;
+  std::vector<std::deque<Request>> waiting_;                       // per local rank
+  std::vector<std::string> owners_;                                // per local rank: its client
+  std::vector<std::optional<std::string>> owes_;                   // per local rank: fail its next op
+  std::vector<std::shared_ptr<transport::SharedRegion>> regions_;  // per local rank
+  std::vector<bool> clock_shared_;  // per local rank: its hello's send time read as ours
+  std::map<std::uint64_t, std::vector<Request>> running_;  // job id -> its requests
+  std::uint64_t next_job_ = 1;
+};
+
+}  // namespace zring::daemon

@@ -1,0 +1,177 @@
+// test_local_ranks.cpp - a node's local ranks without sockets: ops are made
+// of one submission per rank in order, a new process taking a rank refuses
+// the old one's requests, only a rank's holder speaks for it, a late rank
+// fails the op everywhere and owes that failure, and clear() refuses
+// everything pending.
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+
+#include "local_ranks.hpp"
+
+using namespace zring;
+using namespace zring::daemon;
+using namespace std::chrono_literals;
+
+namespace {
+
+RingConfig two_local_ranks() {
+  RingConfig config;
+  config.nodes = {NodeConfig{}};
+  config.nodes[0].name = "b";
+  config.self = "b";
+  config.self_index = 0;
+  config.local_ranks = 2;
+  config.timeout = 1000ms;
+  return config;
+}
+
+Request submission(const std::string& client, std::size_t local_rank, std::uint64_t id,
+                   IpcClock::time_point at, std::size_t elements = 4) {
+  Request r;
+  r.client = client;
+  r.id = id;
+  r.local_rank = local_rank;
+  r.manifest.method = "none";
+  r.manifest.tensors = {collective::TensorSpec{"w", {elements}, elements}};
+  r.method = CompressionMethod::parse("none");
+  r.values = collective::Bytes::copy_of(std::vector<float>(elements, 1.0f).data(), elements * 4);
+  r.at = at;
+  return r;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(local_ranks)
+
+BOOST_AUTO_TEST_CASE(an_op_is_one_submission_of_every_rank_in_order) {
+  const RingConfig config = two_local_ranks();
+  LocalRanks ranks(config);
+  BOOST_TEST(ranks.hello("A", 0, true).taken);
+  BOOST_TEST(ranks.hello("B", 1, true).taken);
+  const auto t = IpcClock::now();
+  BOOST_TEST(!ranks.submit(submission("A", 0, 10, t)));
+  BOOST_TEST(!ranks.submit(submission("A", 0, 11, t)));
+  BOOST_TEST(ranks.assemble().empty());  // rank 1 has not submitted
+  BOOST_TEST((ranks.stall_deadline() == t + 1000ms));
+  BOOST_TEST(!ranks.submit(submission("B", 1, 20, t)));
+  const std::vector<OpJob> jobs = ranks.assemble();
+  BOOST_REQUIRE_EQUAL(jobs.size(), 1u);
+  BOOST_TEST(!jobs[0].failure);
+  BOOST_TEST(jobs[0].values.size() == 2u);
+  const std::vector<Request> answered = ranks.finish(jobs[0].id);
+  BOOST_REQUIRE_EQUAL(answered.size(), 2u);
+  BOOST_TEST(answered[0].id == 10u);  // the older of rank 0's two
+  BOOST_TEST(answered[1].id == 20u);
+  BOOST_TEST(ranks.finish(jobs[0].id).empty());
+  BOOST_TEST(ranks.pending().size() == 1u);  // request 11 waits for rank 1's next
+}
+
+BOOST_AUTO_TEST_CASE(ranks_whose_manifests_differ_make_a_failed_op_naming_them) {
+  const RingConfig config = two_local_ranks();
+  LocalRanks ranks(config);
+  (void)ranks.hello("A", 0, true);
+  (void)ranks.hello("B", 1, true);
+  const auto t = IpcClock::now();
+  (void)ranks.submit(submission("A", 0, 1, t, 4));
+  (void)ranks.submit(submission("B", 1, 2, t, 5));
+  const std::vector<OpJob> jobs = ranks.assemble();
+  BOOST_REQUIRE_EQUAL(jobs.size(), 1u);
+  BOOST_REQUIRE(jobs[0].failure);
+  BOOST_TEST(jobs[0].failure->code == ErrorCode::manifest_mismatch);
+  BOOST_TEST(jobs[0].failure->text.find("rank 1 (local rank 1 of node 'b')") != std::string::npos,
+             jobs[0].failure->text);
+}
+
+BOOST_AUTO_TEST_CASE(only_the_holder_speaks_for_a_rank_and_a_new_process_takes_it_over) {
+  const RingConfig config = two_local_ranks();
+  LocalRanks ranks(config);
+  const std::optional<Refusal> unknown = ranks.check_owner("A", 0, 5);
+  BOOST_REQUIRE(unknown);
+  BOOST_TEST(unknown->code == ErrorCode::connection_failed);
+  BOOST_TEST(unknown->text.find("restarted since the process connected") != std::string::npos);
+  (void)ranks.hello("A", 0, true);
+  BOOST_TEST(!ranks.check_owner("A", 0, 5));
+  const std::optional<Refusal> other = ranks.check_owner("X", 0, 6);
+  BOOST_REQUIRE(other);
+  BOOST_TEST(other->code == ErrorCode::invalid_argument);
+  BOOST_TEST(other->text == "local rank 0 is held by another process");
+  const std::optional<Refusal> outside = ranks.check_owner("X", 2, 7);
+  BOOST_REQUIRE(outside);
+  BOOST_TEST(outside->text == "local rank 2 is out of range for node 'b'");
+
+  (void)ranks.submit(submission("A", 0, 8, IpcClock::now()));
+  BOOST_TEST(!ranks.hello("A", 0, true).taken);  // the same process again: nothing changes
+  BOOST_TEST(ranks.pending().size() == 1u);
+  const LocalRanks::Hello taken = ranks.hello("Z", 0, false);
+  BOOST_TEST(taken.taken);
+  BOOST_REQUIRE_EQUAL(taken.refused.size(), 1u);
+  BOOST_TEST(taken.refused[0].client == "A");
+  BOOST_TEST(taken.refused[0].request == 8u);
+  BOOST_TEST(taken.refused[0].code == ErrorCode::aborted);
+  BOOST_TEST(taken.refused[0].text == "another process connected as rank 0 (local rank 0 of node 'b')");
+  BOOST_TEST(ranks.pending().empty());
+  BOOST_TEST(!ranks.clock_shared(0));
+}
+
+BOOST_AUTO_TEST_CASE(a_late_rank_fails_the_op_everywhere_and_owes_that_failure) {
+  const RingConfig config = two_local_ranks();
+  LocalRanks ranks(config);
+  (void)ranks.hello("A", 0, true);
+  (void)ranks.hello("B", 1, true);
+  const auto t = IpcClock::now();
+  (void)ranks.submit(submission("A", 0, 1, t));
+  BOOST_TEST(!ranks.fail_late(t + 999ms));  // not yet late
+  const std::optional<OpJob> failed = ranks.fail_late(t + 1000ms);
+  BOOST_REQUIRE(failed);
+  BOOST_REQUIRE(failed->failure);
+  BOOST_TEST(failed->failure->code == ErrorCode::timeout);
+  BOOST_TEST(failed->failure->text ==
+             "rank 1 (local rank 1 of node 'b') did not submit the op within 1000 ms, while other "
+             "ranks of the node did");
+  BOOST_TEST((ranks.stall_deadline() == IpcClock::time_point::max()));
+  BOOST_TEST(ranks.finish(failed->id).size() == 1u);
+  // Rank 1's late submission is that op: it gets the same failure, once.
+  const std::optional<Refusal> owed = ranks.submit(submission("B", 1, 2, t + 1500ms));
+  BOOST_REQUIRE(owed);
+  BOOST_TEST(owed->code == ErrorCode::aborted);
+  BOOST_TEST(owed->text.rfind("op abandoned: rank 1 (local rank 1 of node 'b') did not submit", 0) == 0);
+  BOOST_TEST(!ranks.submit(submission("B", 1, 3, t + 1600ms)));
+}
+
+BOOST_AUTO_TEST_CASE(a_request_its_client_gave_up_on_fails_its_op) {
+  const RingConfig config = two_local_ranks();
+  LocalRanks ranks(config);
+  (void)ranks.hello("A", 0, true);
+  (void)ranks.hello("B", 1, true);
+  Request gone = submission("A", 0, 1, IpcClock::now());
+  gone.given_up = "rank 0's zringd read its request 5000 ms after it was sent";
+  BOOST_TEST(!ranks.submit(std::move(gone)));
+  (void)ranks.submit(submission("B", 1, 2, IpcClock::now()));
+  const std::vector<OpJob> jobs = ranks.assemble();
+  BOOST_REQUIRE_EQUAL(jobs.size(), 1u);
+  BOOST_REQUIRE(jobs[0].failure);
+  BOOST_TEST(jobs[0].failure->code == ErrorCode::aborted);
+  BOOST_TEST(jobs[0].failure->text == "rank 0's zringd read its request 5000 ms after it was sent");
+}
+
+BOOST_AUTO_TEST_CASE(clear_refuses_every_waiting_and_running_request) {
+  const RingConfig config = two_local_ranks();
+  LocalRanks ranks(config);
+  (void)ranks.hello("A", 0, true);
+  (void)ranks.hello("B", 1, true);
+  const auto t = IpcClock::now();
+  (void)ranks.submit(submission("A", 0, 1, t));
+  (void)ranks.submit(submission("B", 1, 2, t));
+  BOOST_TEST(ranks.assemble().size() == 1u);  // 1 and 2 run
+  (void)ranks.submit(submission("A", 0, 3, t));  // 3 waits
+  const std::vector<Refusal> refused = ranks.clear(ErrorCode::aborted, "zringd is shutting down");
+  BOOST_REQUIRE_EQUAL(refused.size(), 3u);
+  for (const Refusal& r : refused) {
+    BOOST_TEST(r.code == ErrorCode::aborted);
+    BOOST_TEST(r.text == "zringd is shutting down");
+  }
+  BOOST_TEST(ranks.pending().empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
