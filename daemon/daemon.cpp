@@ -30,7 +30,7 @@ Daemon::Daemon(RingConfig config, std::string config_path, std::optional<std::st
                   notify_ring_state(state);
                 });
               },
-              [this](Failure failure) {
+              [this](Status failure) {
                 boost::asio::post(io_, [this, failure] { shutdown("the ring thread stopped", failure); });
               }),
       ipc_(io_, zmq_, config_, worker_) {
@@ -135,7 +135,7 @@ void Daemon::reload() {
 
 // Stop intake, fail what is pending, stop the ring thread (aborting its op),
 // close every socket with linger 0, end the io_context.
-void Daemon::shutdown(const std::string& why, const std::optional<Failure>& failure) {
+void Daemon::shutdown(const std::string& why, const std::optional<Status>& failure) {
   if (stopping_) return;
   stopping_ = true;
   if (failure) {

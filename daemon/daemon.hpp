@@ -33,7 +33,7 @@ class Daemon {
   void reload();
   // `failure` when zringd stops because a part of it failed: pending
   // requests get its code and text, and run() returns 1.
-  void shutdown(const std::string& why, const std::optional<Failure>& failure = std::nullopt);
+  void shutdown(const std::string& why, const std::optional<Status>& failure = std::nullopt);
   void notify_ring_state(const RingState& state);
 
   RingConfig config_;

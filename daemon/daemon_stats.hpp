@@ -61,7 +61,7 @@ struct DaemonStats {
     durations.sum += seconds;
     traffic_owner = method;
   }
-  void op_failed(const std::string& method, const Failure& failure) {
+  void op_failed(const std::string& method, const Status& failure) {
     ++methods[method].failed;
     ++ops_failed;
     ++errors[to_string(failure.code)];

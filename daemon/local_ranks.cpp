@@ -48,7 +48,7 @@ std::optional<Refusal> LocalRanks::submit(Request r) {
   if (owes_.at(l) && !r.given_up) {
     // This rank was late for an op the others already gave up on: this
     // submission is that op, and fails like it did for them.
-    Refusal refusal{r.client, r.id, ErrorCode::aborted, *owes_[l]};
+    Refusal refusal{r.client, r.id, owes_[l]->code, owes_[l]->text};
     owes_[l].reset();
     return refusal;
   }
@@ -72,11 +72,11 @@ std::vector<OpJob> LocalRanks::assemble() {
     job.manifest = requests[0].manifest;
     job.method = requests[0].method;
     for (const Request& r : requests)
-      if (r.given_up && !job.failure) job.failure = Failure{ErrorCode::aborted, *r.given_up};
+      if (r.given_up && !job.failure) job.failure = Status{ErrorCode::aborted, *r.given_up};
     for (std::size_t l = 1; l < requests.size() && !job.failure; ++l) {
       const std::string diff = collective::manifest_difference(
           requests[0].manifest, rank_name(0), requests[l].manifest, rank_name(l));
-      if (!diff.empty()) job.failure = Failure{ErrorCode::manifest_mismatch, "manifest mismatch: " + diff};
+      if (!diff.empty()) job.failure = Status{ErrorCode::manifest_mismatch, "manifest mismatch: " + diff};
     }
     if (!job.failure) {
       for (const Request& r : requests) {
@@ -116,11 +116,11 @@ std::optional<OpJob> LocalRanks::fail_late(IpcClock::time_point now) {
                            " ms, while other ranks of the node did";
   OpJob job;
   job.id = next_job_++;
-  job.failure = Failure{ErrorCode::timeout, text};
+  job.failure = Status{ErrorCode::timeout, text};
   std::vector<Request> requests;
   for (std::size_t l = 0; l < waiting_.size(); ++l) {
     if (waiting_[l].empty()) {
-      owes_[l] = "op abandoned: " + text;
+      owes_[l] = Status{ErrorCode::aborted, "op abandoned: " + text};
       continue;
     }
     requests.push_back(std::move(waiting_[l].front()));

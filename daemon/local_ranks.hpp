@@ -112,7 +112,7 @@ class LocalRanks {
   const RingConfig& config_;
   std::vector<std::deque<Request>> waiting_;                       // per local rank
   std::vector<std::string> owners_;                                // per local rank: its client
-  std::vector<std::optional<std::string>> owes_;                   // per local rank: fail its next op
+  std::vector<std::optional<Status>> owes_;                        // per local rank: fail its next op
   std::vector<std::shared_ptr<transport::SharedRegion>> regions_;  // per local rank
   std::vector<bool> clock_shared_;  // per local rank: its hello's send time read as ours
   std::map<std::uint64_t, std::vector<Request>> running_;  // job id -> its requests

@@ -63,7 +63,7 @@ struct RingWorker::Ring {
 
 RingWorker::RingWorker(zmq::context_t& context, const RingConfig& config,
                        std::function<void(OpDone)> on_done, std::function<void(RingState)> on_state,
-                       std::function<void(Failure)> on_died)
+                       std::function<void(Status)> on_died)
     : context_(context), config_(config), on_done_(std::move(on_done)),
       on_state_(std::move(on_state)), on_died_(std::move(on_died)),
       wake_out_(context, zmq::socket_type::pair),
@@ -119,23 +119,23 @@ void RingWorker::submit(OpJob job) {
 }
 
 void RingWorker::run() noexcept {
-  std::optional<Failure> died;
+  std::optional<Status> died;
   try {
     loop();
   } catch (const std::exception& e) {
-    died = Failure{ErrorCode::internal, std::string("zringd's ring thread stopped: ") + e.what()};
+    died = Status{ErrorCode::internal, std::string("zringd's ring thread stopped: ") + e.what()};
   } catch (...) {
-    died = Failure{ErrorCode::internal, "zringd's ring thread stopped: an unknown exception"};
+    died = Status{ErrorCode::internal, "zringd's ring thread stopped: an unknown exception"};
   }
   if (died) log_error(died->text);
   // Whatever is still queued will never run: answer it.
   std::lock_guard lock(mutex_);
   died_ = died;
-  answer_queued(died ? *died : Failure{ErrorCode::aborted, "zringd is shutting down"});
+  answer_queued(died ? *died : Status{ErrorCode::aborted, "zringd is shutting down"});
   if (died && on_died_) on_died_(*died);
 }
 
-void RingWorker::answer_queued(const Failure& failure) {
+void RingWorker::answer_queued(const Status& failure) {
   for (OpJob& job : jobs_) {
     if (job.reset_rank) continue;
     OpDone done;
@@ -158,7 +158,7 @@ void RingWorker::loop() {
     } else if (job) {  // waited a whole timeout for the ring to come up
       OpDone done;
       done.id = job->id;
-      done.failure = Failure{ErrorCode::peer_lost, "the ring is not up after " +
+      done.failure = Status{ErrorCode::peer_lost, "the ring is not up after " +
                                                        std::to_string(config_.timeout.count()) +
                                                        " ms: " + r.ring.down_reason()};
       on_done_(std::move(done));
@@ -232,7 +232,7 @@ void RingWorker::execute(OpJob& job) {
   for (const collective::Bytes& values : job.values) {
     const std::uint8_t* p = values.data();
     if (values.size() != elements * sizeof(float)) {
-      job.failure = Failure{ErrorCode::internal, "values frame of the wrong size reached the ring"};
+      job.failure = Status{ErrorCode::internal, "values frame of the wrong size reached the ring"};
       break;
     }
     if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0) {
@@ -251,8 +251,7 @@ void RingWorker::execute(OpJob& job) {
   }
   if (job.failure) {
     input.ranks.clear();
-    input.error = job.failure->text;
-    input.error_code = static_cast<int>(job.failure->code);
+    input.failure = job.failure;
   }
   // Values still being copied in: the op waits for them as it needs them.
   std::optional<transport::RegionStaging> staging;
@@ -265,7 +264,7 @@ void RingWorker::execute(OpJob& job) {
   try {
     done.op = r.ring.begin_op();
   } catch (const Error& e) {
-    done.failure = Failure{e.code(), e.what()};
+    done.failure = Status{e.code(), e.what()};
     on_done_(std::move(done));
     return;
   }
@@ -298,15 +297,15 @@ void RingWorker::execute(OpJob& job) {
     done.wire_bytes = out.stats.bytes_sent;
     done.phases = p;
   } catch (const collective::AgreedFailure& e) {
-    r.ring.end_op(transport::ZmqRing::Failure{e.code(), e.what(), true});
-    done.failure = Failure{e.code(), e.what()};
+    r.ring.end_op(Status{e.code(), e.what(), true});
+    done.failure = Status{e.code(), e.what()};
   } catch (const Error& e) {
-    r.ring.end_op(transport::ZmqRing::Failure{e.code(), e.what(), false});
-    done.failure = Failure{e.code(), e.what()};
+    r.ring.end_op(Status{e.code(), e.what(), false});
+    done.failure = Status{e.code(), e.what()};
   } catch (const std::exception& e) {
     const std::string text = std::string("op failed inside zringd: ") + e.what();
-    r.ring.end_op(transport::ZmqRing::Failure{ErrorCode::internal, text, false});
-    done.failure = Failure{ErrorCode::internal, text};
+    r.ring.end_op(Status{ErrorCode::internal, text, false});
+    done.failure = Status{ErrorCode::internal, text};
   }
   on_done_(std::move(done));
 }

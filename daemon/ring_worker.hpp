@@ -28,14 +28,10 @@
 #include "collective/allreduce_op.hpp"
 #include "collective/link.hpp"
 #include "collective/manifest.hpp"
+#include "status.hpp"
 #include "transport/shared_region.hpp"
 
 namespace zring::daemon {
-
-struct Failure {
-  ErrorCode code = ErrorCode::internal;
-  std::string text;
-};
 
 // One all-reduce of this node's local ranks, or a request to forget a local
 // rank's error-feedback residuals (a new process took the rank).
@@ -55,7 +51,7 @@ struct OpJob {
   // no rank staged. staged_who names the ranks in errors.
   std::vector<std::shared_ptr<transport::SharedRegion>> staged;
   std::vector<std::string> staged_who;
-  std::optional<Failure> failure;          // the node cannot take part in this op
+  std::optional<Status> failure;          // the node cannot take part in this op
   std::optional<std::size_t> reset_rank;   // a reset job, not an op
 };
 
@@ -65,7 +61,7 @@ struct OpDone {
   std::shared_ptr<float[]> values;         // averaged, manifest order
   std::size_t elements = 0;
   std::uint64_t wire_bytes = 0;            // what this node put on the ring
-  std::optional<Failure> failure;
+  std::optional<Status> failure;
   // When the ring thread ran the op (the timeline): unset when it failed
   // before run_allreduce; when run_allreduce threw, only `began` is set.
   std::optional<collective::OpOutput::Phases> phases;
@@ -104,7 +100,7 @@ class RingWorker {
   // the submitting thread once the ring thread is gone.
   RingWorker(zmq::context_t& context, const RingConfig& config,
              std::function<void(OpDone)> on_done, std::function<void(RingState)> on_state,
-             std::function<void(Failure)> on_died);
+             std::function<void(Status)> on_died);
   ~RingWorker();
   RingWorker(const RingWorker&) = delete;
   RingWorker& operator=(const RingWorker&) = delete;
@@ -123,18 +119,18 @@ class RingWorker {
   std::optional<OpJob> take_ready_job();
   void report_state();
   void execute(OpJob& job);
-  void answer_queued(const Failure& failure);  // with mutex_ held
+  void answer_queued(const Status& failure);  // with mutex_ held
 
   zmq::context_t& context_;
   const RingConfig& config_;
   std::function<void(OpDone)> on_done_;
   std::function<void(RingState)> on_state_;
-  std::function<void(Failure)> on_died_;
+  std::function<void(Status)> on_died_;
   zmq::socket_t wake_out_;  // submit() side of the wake-up pair
   std::string wake_endpoint_;
   std::mutex mutex_;
   std::deque<OpJob> jobs_;
-  std::optional<Failure> died_;  // why the ring thread stopped by itself
+  std::optional<Status> died_;  // why the ring thread stopped by itself
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   struct Ring;

@@ -122,10 +122,9 @@ void check_summaries(const RingLink& link, const OpContext& context,
                      const std::vector<NodeSummary>& summaries) {
   const std::string op = "op " + std::to_string(context.op_number) + ": ";
   for (std::size_t n = 0; n < summaries.size(); ++n) {
-    if (!summaries[n].error.empty()) {
-      const auto code = static_cast<ErrorCode>(summaries[n].error_code);
-      throw AgreedFailure(code, op + ranks_of(link, n, context.local_ranks) +
-                                    " could not take part: " + summaries[n].error);
+    if (const std::optional<Status>& failure = summaries[n].failure) {
+      throw AgreedFailure(failure->code, op + ranks_of(link, n, context.local_ranks) +
+                                             " could not take part: " + failure->text);
     }
   }
   for (std::size_t n = 1; n < summaries.size(); ++n) {
@@ -171,10 +170,9 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
                 workspace, offsets_of(input.manifest), {}};
   NodeSummary mine;
   mine.manifest = input.manifest;
-  mine.error = input.error;
-  mine.error_code = static_cast<std::uint8_t>(input.error_code);
+  mine.failure = input.failure;
   std::unique_ptr<MethodPlan> plan;
-  if (input.error.empty()) {
+  if (!input.failure) {
     if (input.ranks.size() != context.local_ranks || residuals.size() != context.local_ranks)
       throw Error(ErrorCode::internal, "run_allreduce: one contribution per local rank expected");
     for (codec::ErrorFeedback& r : residuals) r.discard();  // what a failed op staged

@@ -59,8 +59,7 @@ struct OpInput {
   // the op waits for them, range by range where the method can, and
   // publishes the final ranges of output as they are written.
   LocalStaging* staging = nullptr;
-  std::string error;          // non-empty: this node cannot take part (says why)
-  int error_code = 0;         // its zring::ErrorCode
+  std::optional<Status> failure;  // this node cannot take part (says why)
 };
 
 struct OpContext {

@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "status.hpp"
+
 namespace zring::collective {
 
 struct TensorSpec {
@@ -45,8 +49,7 @@ struct NonFinite {
 // whether it can take part at all, and what the method needs agreed first.
 struct NodeSummary {
   Manifest manifest;
-  std::string error;               // non-empty: this node fails the op, and says why
-  std::uint8_t error_code = 0;     // the zring::ErrorCode of that failure
+  std::optional<Status> failure;   // this node fails the op, and says why
   std::vector<float> stats;        // affine methods: per-block statistics of its ranks
   std::vector<NonFinite> nonfinite;  // randomk: see NonFinite
   std::uint64_t blob_bytes = 0;    // sparse methods: size of its payload blob

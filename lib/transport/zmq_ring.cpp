@@ -145,7 +145,7 @@ collective::Message ZmqRing::recv(Deadline deadline) {
 
 std::optional<collective::Message> ZmqRing::recv_until(Deadline deadline) {
   for (;;) {
-    if (op_failure_) fail_current_op(op_failure_->first, op_failure_->second);
+    if (op_failure_) op_failure_->raise();
     if (!early_.empty() && op_ && early_.front().first == *op_) {
       collective::Message msg = std::move(early_.front().second);
       early_.pop_front();
@@ -153,7 +153,7 @@ std::optional<collective::Message> ZmqRing::recv_until(Deadline deadline) {
     }
     if (auto msg = poll_once(deadline, nullptr, nullptr)) return msg;
     if (interrupted()) throw Error(ErrorCode::aborted, "zringd is shutting down");
-    if (op_failure_) fail_current_op(op_failure_->first, op_failure_->second);
+    if (op_failure_) op_failure_->raise();
     if (Clock::now() >= deadline) return std::nullopt;
   }
 }
@@ -385,9 +385,9 @@ void ZmqRing::on_abort(const RingHeader& header) {
   const std::string why = "op " + std::to_string(header.op) + " was aborted by node '" +
                           options_.names[header.origin % nodes()] + "': " + header.text;
   if (op_ && header.op == *op_) {
-    op_failure_ = {static_cast<int>(ErrorCode::aborted), why};
+    op_failure_ = Status{ErrorCode::aborted, why};
   } else if (!op_ && header.op == next_op_) {
-    poisoned_ = why;  // this node's ranks are late for the aborted op: fail theirs too
+    poisoned_ = Status{ErrorCode::aborted, why};  // this node's ranks are late for it: fail theirs too
   }
 }
 
@@ -422,7 +422,7 @@ void ZmqRing::run_timers() {
 void ZmqRing::go_down(const std::string& why, bool request_reform) {
   up_ = false;
   down_reason_ = why;
-  if (op_ && !op_failure_) op_failure_ = {static_cast<int>(ErrorCode::peer_lost), why};
+  if (op_ && !op_failure_) op_failure_ = Status{ErrorCode::peer_lost, why};
   next_form_ = Clock::now();
   if (!request_reform || coordinator()) return;
   RingHeader reform = control(RingKind::reform, generation_);
@@ -434,7 +434,7 @@ void ZmqRing::go_down(const std::string& why, bool request_reform) {
 void ZmqRing::adopt(std::uint64_t generation, const std::string& why) {
   const std::string cause = why.empty() ? std::string("a node restarted or failed") : why;
   if (op_ && !op_failure_)
-    op_failure_ = {static_cast<int>(ErrorCode::aborted), "the ring re-formed during the op: " + cause};
+    op_failure_ = Status{ErrorCode::aborted, "the ring re-formed during the op: " + cause};
   generation_ = generation;
   up_ = false;
   down_reason_ = "the ring is re-forming: " + cause;
@@ -450,13 +450,14 @@ std::uint64_t ZmqRing::begin_op() {
   if (!up_) throw Error(ErrorCode::peer_lost, "the ring is not up: " + down_reason());
   const std::uint64_t op = next_op_++;
   if (poisoned_) {
-    const std::string why = *poisoned_;
+    Status why = *std::move(poisoned_);
     poisoned_.reset();
     early_.clear();
     // The others are re-forming the ring; wait for that before the next op.
     go_down("waiting for the ring to re-form after op " + std::to_string(op) + " was aborted",
             false);
-    throw Error(ErrorCode::aborted, why + " (before this node's ranks had all submitted it)");
+    why.text += " (before this node's ranks had all submitted it)";
+    why.raise();
   }
   op_ = op;
   op_failure_.reset();
@@ -464,7 +465,7 @@ std::uint64_t ZmqRing::begin_op() {
   return op;
 }
 
-void ZmqRing::end_op(const std::optional<Failure>& failure) {
+void ZmqRing::end_op(const std::optional<Status>& failure) {
   const std::uint64_t op = op_.value_or(0);
   const bool aborted_by_others = op_failure_.has_value();
   op_.reset();
@@ -492,10 +493,6 @@ void ZmqRing::drop(const std::string& why, bool malformed) {
   ++counters_.dropped;
   if (malformed) ++counters_.malformed;
   counters_.last_drop = why;
-}
-
-void ZmqRing::fail_current_op(int code, const std::string& why) {
-  throw Error(static_cast<ErrorCode>(code), why);
 }
 
 }  // namespace zring::transport

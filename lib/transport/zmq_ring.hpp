@@ -42,6 +42,7 @@
 #include <zring/error.hpp>
 
 #include "collective/link.hpp"
+#include "status.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::transport {
@@ -98,16 +99,12 @@ class ZmqRing final : public collective::RingLink {
   // Precondition: up(). Throws Error(aborted) if the ring aborted this op
   // before this node started it (its ranks were late).
   std::uint64_t begin_op();
-  // How an op failed on this node.
-  struct Failure {
-    ErrorCode code = ErrorCode::internal;
-    std::string text;
-    bool everyone_knows = false;  // every node reaches the same verdict by itself
-                                  // (manifest mismatch): no abort, no new generation
-  };
-  // Ends the op. A failed op is aborted round the ring and the ring re-forms,
-  // so that no node can pair this op's data with another op's.
-  void end_op(const std::optional<Failure>& failure);
+  // Ends the op, or (with how it failed on this node) fails it. A failure
+  // every node reaches by itself (Status::everyone_knows, a manifest
+  // mismatch) needs nothing more; any other is aborted round the ring and
+  // the ring re-forms, so that no node can pair this op's data with
+  // another op's.
+  void end_op(const std::optional<Status>& failure);
 
   // --- RingLink ------------------------------------------------------------------
   std::size_t node() const noexcept override { return options_.self; }
@@ -162,7 +159,6 @@ class ZmqRing final : public collective::RingLink {
   void flush();
   void drop(const std::string& why, bool malformed);
   bool interrupted() const noexcept { return interrupt_ && interrupt_->load(); }
-  [[noreturn]] void fail_current_op(int code, const std::string& why);
 
   ZmqRingOptions options_;
   zmq::socket_t zap_;      // REP on inproc://zeromq.zap.01 (CurveZMQ only)
@@ -191,8 +187,8 @@ class ZmqRing final : public collective::RingLink {
   // ops
   std::uint64_t next_op_ = 0;           // number of the next op in this generation
   std::optional<std::uint64_t> op_;     // the op running now
-  std::optional<std::string> poisoned_;  // the next op was aborted before this node began it
-  std::optional<std::pair<int, std::string>> op_failure_;  // set by control messages mid-op
+  std::optional<Status> poisoned_;    // the next op was aborted before this node began it
+  std::optional<Status> op_failure_;  // set by control messages mid-op
 
   RingCounters counters_;
   const std::atomic<bool>* interrupt_ = nullptr;

@@ -145,8 +145,10 @@ std::vector<std::uint8_t> encode_summary(const collective::NodeSummary& s) {
   Packer p(sink);
   pack_header(p, MessageType::summary, kSummaryItems);
   pack_manifest(p, s.manifest);
-  pack_text(p, clip_text(s.error, kMaxRingTextBytes), "a summary's error text");
-  p.pack_uint8(s.error_code);
+  // A failure says why; text with nothing to say still fails the op.
+  const std::string why = s.failure ? (s.failure->text.empty() ? "(no reason given)" : s.failure->text) : "";
+  pack_text(p, clip_text(why, kMaxRingTextBytes), "a summary's error text");
+  p.pack_uint8(s.failure ? static_cast<std::uint8_t>(s.failure->code) : 0);
   pack_bytes(p, s.stats.data(), s.stats.size() * sizeof(float), "a summary's statistics");
   const std::vector<std::uint8_t> nonfinite = pack_nonfinite(s.nonfinite);
   pack_bytes(p, nonfinite.data(), nonfinite.size(), "a summary's non-finite values");
@@ -165,8 +167,9 @@ collective::NodeSummary decode_summary(const std::uint8_t* data, std::size_t siz
   const auto f = body(tree.get(), kSummaryItems, kSummary);
   collective::NodeSummary s;
   s.manifest = read_manifest(f[0], kSummary);
-  s.error = std::string(as_str(f[1], kMaxRingTextBytes, Where{kSummary, "error"}));
-  s.error_code = static_cast<std::uint8_t>(as_error_code(f[2], Where{kSummary, "error_code"}));
+  const std::string why(as_str(f[1], kMaxRingTextBytes, Where{kSummary, "error"}));
+  const auto code = static_cast<ErrorCode>(as_error_code(f[2], Where{kSummary, "error_code"}));
+  if (!why.empty()) s.failure = Status{code, why};
   s.stats = read_stats(f[3]);
   s.nonfinite = read_nonfinite(f[4]);
   s.blob_bytes = as_uint(f[5], kMaxBlobBytes, Where{kSummary, "blob_bytes"});

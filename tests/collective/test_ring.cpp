@@ -135,8 +135,7 @@ BOOST_AUTO_TEST_CASE(failed_ops_leave_the_residuals_as_they_were) {
     run_op(ring, 1, method, make_inputs(3, 1, sizes), 1, residuals, run, 4096, [](std::size_t n, OpInput& in) {
       if (n == 1) {
         in.ranks.clear();
-        in.error = "local rank 0 was late";
-        in.error_code = static_cast<int>(ErrorCode::timeout);
+        in.failure = Status{ErrorCode::timeout, "local rank 0 was late"};
       }
     });
     for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(!run.errors[n].empty(), text << " op 1 node " << n);
@@ -248,8 +247,7 @@ BOOST_AUTO_TEST_CASE(a_node_that_cannot_take_part_fails_the_op_everywhere) {
          [](std::size_t node, OpInput& in) {
            if (node == 1) {
              in.ranks.clear();
-             in.error = "local rank 0 was late";
-             in.error_code = static_cast<int>(ErrorCode::timeout);
+             in.failure = Status{ErrorCode::timeout, "local rank 0 was late"};
            }
          });
   for (std::size_t n = 0; n < 3; ++n) {

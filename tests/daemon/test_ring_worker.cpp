@@ -20,7 +20,7 @@
 #include "ring_worker.hpp"
 
 using namespace zring;
-using daemon::Failure;
+using zring::Status;
 using daemon::OpDone;
 using daemon::OpJob;
 using daemon::RingWorker;
@@ -43,7 +43,7 @@ struct Reports {
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<OpDone> done;
-  std::optional<Failure> died;
+  std::optional<Status> died;
 
   template <typename Ready>
   bool wait_for(Ready ready) {
@@ -86,7 +86,7 @@ BOOST_AUTO_TEST_SUITE(ring_worker)
 BOOST_AUTO_TEST_CASE(the_ring_thread_blocks_every_signal_but_faults) {
   zmq::context_t context(1);
   const RingConfig config = ring_of(1);
-  RingWorker worker(context, config, [](OpDone) {}, [](daemon::RingState) {}, [](Failure) {});
+  RingWorker worker(context, config, [](OpDone) {}, [](daemon::RingState) {}, [](Status) {});
   worker.start();
   const auto mask = blocked_signals_of("zringd-ring");
   worker.stop();
@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(a_ring_thread_that_dies_answers_every_op_and_tells_the_daem
     reports.done.push_back(std::move(done));
     reports.changed.notify_all();
   };
-  const auto on_died = [&](Failure failure) {
+  const auto on_died = [&](Status failure) {
     std::lock_guard lock(reports.mutex);
     reports.died = std::move(failure);
     reports.changed.notify_all();
@@ -147,7 +147,7 @@ BOOST_AUTO_TEST_CASE(a_stopped_worker_answers_what_it_held_as_shutdown_not_as_a_
         std::lock_guard lock(reports.mutex);
         reports.done.push_back(std::move(done));
       },
-      [](daemon::RingState) {}, [&](Failure) { died = true; });
+      [](daemon::RingState) {}, [&](Status) { died = true; });
   worker.start();
   worker.submit(op(1));  // waits for the ring
   worker.stop();

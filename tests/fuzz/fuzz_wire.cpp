@@ -163,7 +163,7 @@ bool same(const collective::NodeSummary& a, const collective::NodeSummary& b) {
     if (x.tensor != y.tensor || x.index != y.index || std::memcmp(&x.value, &y.value, 4) != 0)
       return false;
   }
-  return a.manifest == b.manifest && a.error == b.error && a.error_code == b.error_code &&
+  return a.manifest == b.manifest && a.failure == b.failure &&
          same_bits(a.stats, b.stats) && a.blob_bytes == b.blob_bytes;
 }
 

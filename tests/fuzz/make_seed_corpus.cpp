@@ -196,8 +196,8 @@ void write_wire_seeds(const fs::path& dir) {
   summary.blob_bytes = 1234;
   write(dir, "summary", wire::encode_summary(summary));
   collective::NodeSummary failed;
-  failed.error = "rank 1: tensor 'bias' holds 12 elements, expected 16";
-  failed.error_code = static_cast<std::uint8_t>(zring::ErrorCode::size_mismatch);
+  failed.failure = zring::Status{zring::ErrorCode::size_mismatch,
+                                 "rank 1: tensor 'bias' holds 12 elements, expected 16"};
   write(dir, "summary-error", wire::encode_summary(failed));
 
   const char* ipc_kinds[] = {"hello", "welcome",   "submit", "result",

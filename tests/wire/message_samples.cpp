@@ -74,8 +74,7 @@ RingHeader sample_ring_header(RingKind kind) {
 NodeSummary sample_summary() {
   NodeSummary s;
   s.manifest = sample_manifest();
-  s.error = "rank 3: tensor 'c.matrix' holds 12 elements, expected 12300";
-  s.error_code = static_cast<std::uint8_t>(ErrorCode::size_mismatch);
+  s.failure = Status{ErrorCode::size_mismatch, "rank 3: tensor 'c.matrix' holds 12 elements, expected 12300"};
   s.stats = {0.5f, -1.25f, 3e38f, -0.0f, std::numeric_limits<float>::denorm_min(), 7.0f};
   s.nonfinite = {{0, 0, std::numeric_limits<float>::infinity()},
                  {2, 12299, -std::numeric_limits<float>::infinity()},
@@ -167,8 +166,7 @@ void check_equal(const RingHeader& got, const RingHeader& want) {
 
 void check_equal(const NodeSummary& got, const NodeSummary& want) {
   BOOST_TEST((got.manifest == want.manifest));
-  BOOST_TEST(got.error == want.error);
-  BOOST_TEST(got.error_code == want.error_code);
+  BOOST_TEST((got.failure == want.failure));
   BOOST_TEST_REQUIRE(got.stats.size() == want.stats.size());
   for (std::size_t i = 0; i < got.stats.size(); ++i)
     BOOST_TEST(same_bits(got.stats[i], want.stats[i]), "stats[" << i << "]");
@@ -233,8 +231,11 @@ void check_valid(const RingHeader& h) {
 
 void check_valid(const NodeSummary& s) {
   check_valid(s.manifest);
-  BOOST_TEST(s.error.size() <= wire::kMaxRingTextBytes);
-  BOOST_TEST(is_error_code(s.error_code));
+  if (s.failure) {
+    BOOST_TEST(!s.failure->text.empty());
+    BOOST_TEST(s.failure->text.size() <= wire::kMaxRingTextBytes);
+    BOOST_TEST(is_error_code(static_cast<std::uint32_t>(s.failure->code)));
+  }
   BOOST_TEST(s.blob_bytes <= wire::kMaxBlobBytes);
 }
 

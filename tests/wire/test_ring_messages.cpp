@@ -205,10 +205,27 @@ BOOST_AUTO_TEST_CASE(empty_summary_round_trips) {
 
 BOOST_AUTO_TEST_CASE(long_error_is_cut) {
   NodeSummary s = wt::sample_summary();
-  s.error = std::string(3 * wire::kMaxRingTextBytes, 'e');
+  s.failure = zring::Status{zring::ErrorCode::size_mismatch, std::string(3 * wire::kMaxRingTextBytes, 'e')};
   const Bytes bytes = wire::encode_summary(s);
-  BOOST_TEST(wire::decode_summary(bytes.data(), bytes.size()).error.size() ==
-             wire::kMaxRingTextBytes);
+  const NodeSummary back = wire::decode_summary(bytes.data(), bytes.size());
+  BOOST_TEST_REQUIRE(back.failure.has_value());
+  BOOST_TEST(back.failure->text.size() == wire::kMaxRingTextBytes);
+  BOOST_TEST((back.failure->code == zring::ErrorCode::size_mismatch));
+}
+
+// A failure that gives no reason still fails the op on every node: it
+// travels as one that says so.
+BOOST_AUTO_TEST_CASE(a_failure_without_words_still_travels_as_a_failure) {
+  NodeSummary s = wt::sample_summary();
+  s.failure = zring::Status{zring::ErrorCode::timeout, ""};
+  const Bytes bytes = wire::encode_summary(s);
+  const NodeSummary back = wire::decode_summary(bytes.data(), bytes.size());
+  BOOST_TEST_REQUIRE(back.failure.has_value());
+  BOOST_TEST(back.failure->text == "(no reason given)");
+  BOOST_TEST((back.failure->code == zring::ErrorCode::timeout));
+  s.failure.reset();
+  const Bytes fine = wire::encode_summary(s);
+  BOOST_TEST(!wire::decode_summary(fine.data(), fine.size()).failure.has_value());
 }
 
 BOOST_AUTO_TEST_CASE(manifests_at_the_limits_decode) {
