@@ -21,6 +21,7 @@ const char* to_string(ErrorCode code) noexcept {
     case ErrorCode::aborted: return "aborted";
     case ErrorCode::resource_limit: return "resource_limit";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::system_error: return "system_error";
   }
   return "unknown";
 }

@@ -287,7 +287,7 @@ int trace(const Args& a) {
   out << zring::tools::chrome_trace_json(nodes);
   out.close();
   if (!out)
-    throw zring::Error(zring::ErrorCode::internal, "cannot write " + *a.out + ": " + std::strerror(errno));
+    throw zring::Error(zring::ErrorCode::system_error, "cannot write " + *a.out + ": " + std::strerror(errno));
   std::cerr << "zringctl: wrote " << plural(ops, "op") << " of " << plural(nodes.size(), "node") << " to "
             << *a.out << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
   return 0;
@@ -333,7 +333,7 @@ void write_new_file(const std::string& path, const std::string& text, mode_t mod
   ok = ::close(fd) == 0 && ok;
   if (!ok) {
     ::unlink(path.c_str());
-    throw zring::Error(zring::ErrorCode::internal, "cannot write " + path + ": " + std::strerror(error));
+    throw zring::Error(zring::ErrorCode::system_error, "cannot write " + path + ": " + std::strerror(error));
   }
 }
 

@@ -29,6 +29,8 @@ enum class ErrorCode : std::uint32_t {
   aborted = 12,             // the op was aborted (another rank failed, or shutdown)
   resource_limit = 13,      // a size beyond the configured or sane limits
   internal = 14,            // a broken invariant inside zring: a bug, please report
+  system_error = 15,        // the operating system refused (a file that cannot be
+                            // written, no room for a shared buffer, ...)
 };
 
 // Every code, in number order: the one list that metrics, the Python module
@@ -49,6 +51,7 @@ inline constexpr ErrorCode kErrorCodes[] = {
     ErrorCode::aborted,
     ErrorCode::resource_limit,
     ErrorCode::internal,
+    ErrorCode::system_error,
 };
 
 // Whether `number` is one of kErrorCodes (a code may arrive from the wire).

@@ -16,9 +16,12 @@
 namespace zring::transport {
 namespace {
 
-[[noreturn]] void fail(const std::string& what, const std::string& path) {
-  throw Error(ErrorCode::connection_failed,
-              "shared buffer " + path + ": " + what + ": " + std::strerror(errno));
+// No room (a full /dev/shm or /run, no memory to map) is a limit the
+// operator can raise; anything else the system refused says what.
+[[noreturn]] void fail(const std::string& what, const std::string& path, int error) {
+  const bool room = error == ENOSPC || error == ENOMEM || error == EFBIG;
+  throw Error(room ? ErrorCode::resource_limit : ErrorCode::system_error,
+              "shared buffer " + path + ": " + what + ": " + std::strerror(error));
 }
 
 // The mapping's length: the board, then the values.
@@ -27,8 +30,9 @@ std::size_t mapped(std::size_t size) { return kBoardBytes + size; }
 std::uint8_t* map(int fd, std::size_t size, const std::string& path) {
   void* p = ::mmap(nullptr, mapped(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
+    const int error = errno;
     ::close(fd);
-    fail("mmap", path);
+    fail("mmap", path, error);
   }
   ::close(fd);  // the mapping keeps the file
   return static_cast<std::uint8_t*>(p);
@@ -38,11 +42,17 @@ std::uint8_t* map(int fd, std::size_t size, const std::string& path) {
 
 std::shared_ptr<SharedRegion> SharedRegion::create(const std::string& path, std::size_t size) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
-  if (fd < 0) fail("create", path);
-  if (::fchmod(fd, 0660) != 0 || ::ftruncate(fd, static_cast<off_t>(mapped(size))) != 0) {
+  if (fd < 0) fail("create", path, errno);
+  // Its pages are taken now: on a tmpfs that is full (or too small) the
+  // buffer is refused here, where the error can say so, instead of killing
+  // the first process that writes into a page with no room behind it.
+  int error = ::fchmod(fd, 0660) != 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(mapped(size)));
+  if (error == EOPNOTSUPP || error == EINVAL)  // a file system without fallocate
+    error = ::ftruncate(fd, static_cast<off_t>(mapped(size))) != 0 ? errno : 0;
+  if (error != 0) {
     ::close(fd);
     ::unlink(path.c_str());
-    fail("size", path);
+    fail("size", path, error);
   }
   std::uint8_t* data = nullptr;
   try {
@@ -56,12 +66,11 @@ std::shared_ptr<SharedRegion> SharedRegion::create(const std::string& path, std:
 
 std::shared_ptr<SharedRegion> SharedRegion::open(const std::string& path, std::size_t size) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) fail("open", path);
+  if (fd < 0) fail("open", path, errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < mapped(size)) {
     ::close(fd);
-    errno = EINVAL;
-    fail("smaller than announced", path);
+    fail("smaller than announced", path, EINVAL);
   }
   return std::shared_ptr<SharedRegion>(new SharedRegion(path, map(fd, size, path), size, false));
 }
@@ -72,15 +81,14 @@ SharedRegion::SharedRegion(std::string path, std::uint8_t* base, std::size_t siz
 void SharedRegion::make_private(std::size_t keep) {
   const std::size_t length = mapped(size_);
   void* fresh = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (fresh == MAP_FAILED) fail("private copy", path_);
+  if (fresh == MAP_FAILED) fail("private copy", path_, errno);
   std::memcpy(static_cast<std::uint8_t*>(fresh) + kBoardBytes, data_, std::min(keep, size_));
   // Moves the new pages over the old mapping in one step: the addresses are
   // never unmapped in between.
   if (::mremap(fresh, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, base_) == MAP_FAILED) {
     const int saved = errno;
     ::munmap(fresh, length);
-    errno = saved;
-    fail("private copy (mremap)", path_);
+    fail("private copy (mremap)", path_, saved);
   }
 }
 

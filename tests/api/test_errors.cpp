@@ -23,7 +23,7 @@ BOOST_AUTO_TEST_CASE(numbers_never_change) {
       {ErrorCode::manifest_mismatch, 8}, {ErrorCode::timeout, 9},
       {ErrorCode::peer_lost, 10},       {ErrorCode::connection_failed, 11},
       {ErrorCode::aborted, 12},         {ErrorCode::resource_limit, 13},
-      {ErrorCode::internal, 14},
+      {ErrorCode::internal, 14},        {ErrorCode::system_error, 15},
   };
   for (const auto& [code, number] : pinned) {
     BOOST_TEST_CONTEXT(zring::to_string(code)) {
