@@ -8,7 +8,7 @@ packages=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libyaml-cpp-dev
   libboost-dev libboost-test-dev libboost-program-options-dev
   libbenchmark-dev libsystemd-dev
-  systemd procps curl dpkg-dev file
+  systemd procps curl dpkg-dev file lintian
   clang libclang-rt-14-dev
   python3-dev pybind11-dev python3-numpy python3-torch python3-sklearn python3-matplotlib
   python3-pytest
