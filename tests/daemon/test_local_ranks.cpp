@@ -40,6 +40,17 @@ Request submission(const std::string& client, std::size_t local_rank, std::uint6
   return r;
 }
 
+// Both local ranks held, by clients "A" and "B".
+struct Held {
+  RingConfig config = two_local_ranks();
+  LocalRanks ranks{config};
+  IpcClock::time_point t = IpcClock::now();
+  Held() {
+    (void)ranks.hello("A", 0, true);
+    (void)ranks.hello("B", 1, true);
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(local_ranks)
@@ -67,12 +78,7 @@ BOOST_AUTO_TEST_CASE(an_op_is_one_submission_of_every_rank_in_order) {
   BOOST_TEST(ranks.pending().size() == 1u);  // request 11 waits for rank 1's next
 }
 
-BOOST_AUTO_TEST_CASE(ranks_whose_manifests_differ_make_a_failed_op_naming_them) {
-  const RingConfig config = two_local_ranks();
-  LocalRanks ranks(config);
-  (void)ranks.hello("A", 0, true);
-  (void)ranks.hello("B", 1, true);
-  const auto t = IpcClock::now();
+BOOST_FIXTURE_TEST_CASE(ranks_whose_manifests_differ_make_a_failed_op_naming_them, Held) {
   (void)ranks.submit(submission("A", 0, 1, t, 4));
   (void)ranks.submit(submission("B", 1, 2, t, 5));
   const std::vector<OpJob> jobs = ranks.assemble();
@@ -114,12 +120,7 @@ BOOST_AUTO_TEST_CASE(only_the_holder_speaks_for_a_rank_and_a_new_process_takes_i
   BOOST_TEST(!ranks.clock_shared(0));
 }
 
-BOOST_AUTO_TEST_CASE(a_late_rank_fails_the_op_everywhere_and_owes_that_failure) {
-  const RingConfig config = two_local_ranks();
-  LocalRanks ranks(config);
-  (void)ranks.hello("A", 0, true);
-  (void)ranks.hello("B", 1, true);
-  const auto t = IpcClock::now();
+BOOST_FIXTURE_TEST_CASE(a_late_rank_fails_the_op_everywhere_and_owes_that_failure, Held) {
   (void)ranks.submit(submission("A", 0, 1, t));
   BOOST_TEST(!ranks.fail_late(t + 999ms));  // not yet late
   const std::optional<OpJob> failed = ranks.fail_late(t + 1000ms);
@@ -139,11 +140,7 @@ BOOST_AUTO_TEST_CASE(a_late_rank_fails_the_op_everywhere_and_owes_that_failure) 
   BOOST_TEST(!ranks.submit(submission("B", 1, 3, t + 1600ms)));
 }
 
-BOOST_AUTO_TEST_CASE(a_request_its_client_gave_up_on_fails_its_op) {
-  const RingConfig config = two_local_ranks();
-  LocalRanks ranks(config);
-  (void)ranks.hello("A", 0, true);
-  (void)ranks.hello("B", 1, true);
+BOOST_FIXTURE_TEST_CASE(a_request_its_client_gave_up_on_fails_its_op, Held) {
   Request gone = submission("A", 0, 1, IpcClock::now());
   gone.given_up = "rank 0's zringd read its request 5000 ms after it was sent";
   BOOST_TEST(!ranks.submit(std::move(gone)));
@@ -155,12 +152,7 @@ BOOST_AUTO_TEST_CASE(a_request_its_client_gave_up_on_fails_its_op) {
   BOOST_TEST(jobs[0].failure->text == "rank 0's zringd read its request 5000 ms after it was sent");
 }
 
-BOOST_AUTO_TEST_CASE(clear_refuses_every_waiting_and_running_request) {
-  const RingConfig config = two_local_ranks();
-  LocalRanks ranks(config);
-  (void)ranks.hello("A", 0, true);
-  (void)ranks.hello("B", 1, true);
-  const auto t = IpcClock::now();
+BOOST_FIXTURE_TEST_CASE(clear_refuses_every_waiting_and_running_request, Held) {
   (void)ranks.submit(submission("A", 0, 1, t));
   (void)ranks.submit(submission("B", 1, 2, t));
   BOOST_TEST(ranks.assemble().size() == 1u);  // 1 and 2 run
