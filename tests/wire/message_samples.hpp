@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,9 @@
 #include "wire/wire.hpp"
 
 namespace zring::wire_test {
+
+// The first number that is not an error code (codes run 0 .. count - 1).
+inline constexpr std::uint64_t kUnknownErrorCode = std::size(kErrorCodes);
 
 const std::vector<wire::RingKind>& all_ring_kinds();
 const std::vector<wire::IpcKind>& all_ipc_kinds();

@@ -32,7 +32,7 @@ const wt::Decoder summary = [](const std::uint8_t* d, std::size_t n) {
   (void)wire::decode_summary(d, n);
 };
 
-constexpr std::uint64_t kTooLargeErrorCode = static_cast<std::uint64_t>(ErrorCode::internal) + 1;
+constexpr std::uint64_t kTooLargeErrorCode = wt::kUnknownErrorCode;
 
 // A valid message as a Value, to change one field of. Body fields start at 2.
 Value ring_value() {
