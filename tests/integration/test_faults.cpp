@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -50,6 +51,17 @@ Client start_client(LocalRing& ring, std::size_t node, const std::string& method
                                 std::to_string(size), out, std::to_string(timeout_ms)},
                                out + ".log"),
                 out, Clock::now()};
+}
+
+// Waits until the client has connected (ring_client makes its output file
+// right after connect), or exited, or `limit` passed; returns whether it did.
+bool connected(const Client& c, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const auto until = Clock::now() + limit;
+  while (Clock::now() < until) {
+    if (std::filesystem::exists(c.out) || std::filesystem::exists(c.out + ".err")) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 // Waits for the client; returns its exit status and the time it took.
@@ -520,6 +532,10 @@ BOOST_AUTO_TEST_CASE(every_client_of_a_looping_ring_hears_of_a_kill_in_time) {
     std::vector<Client> clients;
     for (std::size_t n = 0; n < 4; ++n)
       clients.push_back(start_client(ring, n, "quant:8", 500, 300000, 300 + trial, 30000));
+    // The kill must find every client connected: under a sanitizer a client
+    // can take longer to start than the sleep below (a client still
+    // connecting to a dead socket only learns of it at its timeout).
+    for (const Client& c : clients) BOOST_REQUIRE_MESSAGE(connected(c), c.out << " never connected");
     const std::size_t victim = (trial + 2) % 4;
     std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 400));
     const auto killed_at = Clock::now();
