@@ -150,8 +150,11 @@ bool same(const wire::RingHeader& a, const wire::RingHeader& b) {
 
 void check_valid(const collective::NodeSummary& s) {
   check_valid(s.manifest);
-  ZRING_FUZZ_CHECK(s.error.size() <= wire::kMaxRingTextBytes);
-  ZRING_FUZZ_CHECK(zring::is_error_code(s.error_code));
+  if (s.failure) {
+    ZRING_FUZZ_CHECK(!s.failure->text.empty());
+    ZRING_FUZZ_CHECK(s.failure->text.size() <= wire::kMaxRingTextBytes);
+    ZRING_FUZZ_CHECK(zring::is_error_code(static_cast<std::uint32_t>(s.failure->code)));
+  }
   ZRING_FUZZ_CHECK(s.blob_bytes <= wire::kMaxBlobBytes);
 }
 
