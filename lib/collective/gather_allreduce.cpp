@@ -11,18 +11,17 @@
 
 namespace zring::collective {
 
-void gathered_floats(const RingLink& link, const std::vector<Bytes>& payloads, std::size_t count,
-                     std::vector<float>& values) {
+void GatheredValues::floats(const RingLink& link, std::size_t count, std::vector<float>& values) const {
   const std::size_t nodes = link.nodes();
   values.resize(nodes * count);
   for (std::size_t n = 0; n < nodes; ++n) {
-    const std::size_t size = n < payloads.size() ? payloads[n].size() : 0;
+    const std::size_t size = n < arrived_.size() ? arrived_[n].size() : 0;
     if (size != count * sizeof(float)) {
       throw Error(ErrorCode::malformed_message,
                   link.describe(n) + " sent " + std::to_string(size) + " bytes of values where " +
                       std::to_string(count * sizeof(float)) + " were expected");
     }
-    if (size != 0) std::memcpy(values.data() + n * count, payloads[n].data(), size);
+    if (size != 0) std::memcpy(values.data() + n * count, arrived_[n].data(), size);
   }
 }
 

@@ -19,6 +19,7 @@
 
 #include "collective/lanes.hpp"
 #include "collective/link.hpp"
+#include "collective/manifest.hpp"
 #include "collective/ring_allreduce.hpp"
 
 namespace zring::collective {
@@ -33,12 +34,32 @@ namespace zring::collective {
   return nodes > 1 && bytes * (nodes - 1) <= options.gather_bytes;
 }
 
-// Every node's payload, each checked to be exactly `bytes` long (a node
-// whose payload is not fails the op, named, the same on every node), as
-// float32 values copied out of the messages (which may be unaligned):
-// `values[node * count + i]`.
-void gathered_floats(const RingLink& link, const std::vector<Bytes>& payloads, std::size_t count,
-                     std::vector<float>& values);
+// A plan's side of a gathered op: what this node sends behind its summary
+// (MethodPlan::data) and what every node sent (MethodPlan::data_arrived).
+class GatheredValues {
+ public:
+  GatheredValues(bool on, std::size_t nodes) : on_(on), arrived_(on ? nodes : 0) {}
+  [[nodiscard]] bool on() const noexcept { return on_; }
+  // This node's contribution, announced in its summary.
+  void send(NodeSummary& summary, Bytes mine) {
+    mine_ = std::move(mine);
+    summary.blob_bytes = mine_.size();
+  }
+  [[nodiscard]] const Bytes& mine() const noexcept { return mine_; }
+  void arrived(std::size_t node, const Bytes& data) {
+    if (on_) arrived_.at(node) = data;
+  }
+  // Every node's contribution, each checked to be exactly `count` float32
+  // values (a node whose contribution is not fails the op, named, the same
+  // on every node), copied out of the messages (which may be unaligned):
+  // `values[node * count + i]`.
+  void floats(const RingLink& link, std::size_t count, std::vector<float>& values) const;
+
+ private:
+  bool on_;
+  Bytes mine_;
+  std::vector<Bytes> arrived_;
+};
 
 // What the ring sums for `elements` values, from every node's float32
 // contribution (contributions[node * elements + i]): the same bits the ring

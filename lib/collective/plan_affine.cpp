@@ -90,17 +90,17 @@ class AffinePlan final : public MethodPlan {
       for (std::size_t b = in.offsets[t]; b < in.offsets[t + 1]; b += codec::kBlockElems)
         blocks_.push_back({b, std::min(codec::kBlockElems, in.offsets[t + 1] - b)});
     }
-    gather_ = gathers(in.op.local_ranks * in.elements() * sizeof(float), in.link.nodes(), in.op.ring);
+    gather_ = GatheredValues(
+        gathers(in.op.local_ranks * in.elements() * sizeof(float), in.link.nodes(), in.op.ring),
+        in.link.nodes());
   }
 
   // A small op: the codes need the grid, which needs every node's
   // statistics, so what rides behind the summary is every local rank's
   // values, and every node makes every rank's codes itself (integer sums:
   // the same bits as the ring's). One round instead of three.
-  Bytes data() override { return mine_; }
-  void data_arrived(std::size_t node, const Bytes& data) override {
-    if (gather_) arrived_.at(node) = data;
-  }
+  Bytes data() override { return gather_.mine(); }
+  void data_arrived(std::size_t node, const Bytes& data) override { gather_.arrived(node, data); }
 
   void prepare(NodeSummary& summary) override {
     summary.stats.assign(blocks_.size() * spb_, 0.0f);
@@ -113,13 +113,12 @@ class AffinePlan final : public MethodPlan {
         if (l != 0) codec_.combine_stats(acc, one.data());
       }
     }
-    if (!gather_) return;
+    if (!gather_.on()) return;
     const std::size_t n = in_.elements();
     auto values = std::make_shared<std::vector<std::uint8_t>>(in_.x.size() * n * sizeof(float));
     for (std::size_t l = 0; l < in_.x.size(); ++l)
       if (n != 0) std::memcpy(values->data() + l * n * sizeof(float), in_.x[l], n * sizeof(float));
-    mine_ = Bytes::take(std::move(values));
-    summary.blob_bytes = mine_.size();
+    gather_.send(summary, Bytes::take(std::move(values)));
   }
 
   void execute(const std::vector<NodeSummary>& summaries, float* result) override {
@@ -128,7 +127,7 @@ class AffinePlan final : public MethodPlan {
     lane.node_max = static_cast<std::uint64_t>(codec_.max_code()) * in_.x.size();
     lane.bits = bits_for(lane.node_max * in_.link.nodes());
     Codes codes(*this, grids, result);
-    if (gather_) sum_gathered(codes, grids);
+    if (gather_.on()) sum_gathered(codes, grids);
     else ring_allreduce(in_.link, lane, codes, in_.elements(), in_.op.ring, in_.stats, in_.input.staging);
     for (std::size_t l = 0; l < codes.decoded.size(); ++l) in_.update_feedback(l, codes.decoded[l]);
   }
@@ -141,7 +140,7 @@ class AffinePlan final : public MethodPlan {
   void sum_gathered(Codes& codes, const std::vector<codec::AffineGrid>& grids) {
     const std::size_t n = in_.elements(), ranks = in_.op.local_ranks;
     std::vector<float>& all = in_.work.gathered;
-    gathered_floats(in_.link, arrived_, ranks * n, all);
+    gather_.floats(in_.link, ranks * n, all);
     std::vector<std::uint32_t> sums(n), one(codec::kBlockElems);
     codes.local(0, n, sums.data());
     for (std::size_t node = 0; node < in_.link.nodes(); ++node) {
@@ -267,9 +266,7 @@ class AffinePlan final : public MethodPlan {
   std::size_t spb_;
   std::vector<Block> blocks_;
   std::vector<std::vector<float>> extra_decoded_{};  // ranks 1.. with error feedback
-  bool gather_;                                      // a small op: one round
-  Bytes mine_;                                       // gathered: every local rank's values
-  std::vector<Bytes> arrived_ = std::vector<Bytes>(in_.link.nodes());  // gathered: every node's
+  GatheredValues gather_{false, 0};                  // a small op: one round
 };
 
 }  // namespace

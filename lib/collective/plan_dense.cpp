@@ -12,25 +12,22 @@ class DensePlan final : public MethodPlan {
  public:
   explicit DensePlan(PlanInputs& in)
       : in_(in), kind_(in.input.method.kind()),
-        gather_(gathers(in.elements() * sizeof(float), in.link.nodes(), in.op.ring)) {}
+        gather_(gathers(in.elements() * sizeof(float), in.link.nodes(), in.op.ring), in.link.nodes()) {}
 
   // A small op's contribution rides behind the summary (gather_allreduce.hpp).
   void prepare(NodeSummary& summary) override {
-    if (!gather_) return;
+    if (!gather_.on()) return;
     const std::size_t n = in_.elements();
     // A copy: the result may be written over the input while ZeroMQ still
     // holds this node's message (the others' arriving says nothing of it).
-    mine_ = Bytes::copy_of(local_sum(n), n * sizeof(float));
-    summary.blob_bytes = mine_.size();
+    gather_.send(summary, Bytes::copy_of(local_sum(n), n * sizeof(float)));
   }
-  Bytes data() override { return mine_; }
-  void data_arrived(std::size_t node, const Bytes& data) override {
-    if (gather_) arrived_.at(node) = data;
-  }
+  Bytes data() override { return gather_.mine(); }
+  void data_arrived(std::size_t node, const Bytes& data) override { gather_.arrived(node, data); }
 
   // One float32 rank without feedback is summed where it arrives.
   bool streams_input() const override {
-    return !gather_ && kind_ == CompressionKind::none && in_.input.ranks.size() == 1 &&
+    return !gather_.on() && kind_ == CompressionKind::none && in_.input.ranks.size() == 1 &&
            !in_.feedback();
   }
 
@@ -40,9 +37,9 @@ class DensePlan final : public MethodPlan {
   void execute(const std::vector<NodeSummary>&, float* result) override {
     const std::size_t n = in_.elements();
     const std::size_t world = in_.op.world_size;
-    if (gather_) {
+    if (gather_.on()) {
       std::vector<float>& all = in_.work.gathered;
-      gathered_floats(in_.link, arrived_, n, all);
+      gather_.floats(in_.link, n, all);
       if (kind_ == CompressionKind::none) {
         gather_allreduce(FloatLane{}, in_.link.nodes(), all.data(), result, n, world);
       } else {
@@ -110,9 +107,7 @@ class DensePlan final : public MethodPlan {
 
   PlanInputs& in_;
   CompressionKind kind_;
-  bool gather_;                 // a small op: one round (gather_allreduce.hpp)
-  Bytes mine_;                  // gathered: this node's contribution
-  std::vector<Bytes> arrived_ = std::vector<Bytes>(in_.link.nodes());  // gathered: every node's
+  GatheredValues gather_;       // a small op: one round (gather_allreduce.hpp)
 };
 
 }  // namespace

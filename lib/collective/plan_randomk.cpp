@@ -22,7 +22,7 @@ constexpr std::uint32_t kWholeTensor = std::numeric_limits<std::uint32_t>::max()
 
 class RandomkPlan final : public MethodPlan {
  public:
-  explicit RandomkPlan(PlanInputs& in) : in_(in) {
+  explicit RandomkPlan(PlanInputs& in) : in_(in), gather_(false, 0) {
     const auto& specs = in.input.manifest.tensors;
     sample_offsets_.push_back(0);
     for (std::size_t t = 0; t < specs.size(); ++t) {
@@ -31,7 +31,8 @@ class RandomkPlan final : public MethodPlan {
       indices_.push_back(codec::random_indices(seed, n, in.input.method.kept_for(n)));
       sample_offsets_.push_back(sample_offsets_.back() + indices_.back().size());
     }
-    gather_ = gathers(sample_offsets_.back() * sizeof(float), in.link.nodes(), in.op.ring);
+    gather_ = GatheredValues(gathers(sample_offsets_.back() * sizeof(float), in.link.nodes(), in.op.ring),
+                             in.link.nodes());
   }
 
   void prepare(NodeSummary& summary) override {
@@ -43,22 +44,17 @@ class RandomkPlan final : public MethodPlan {
       if (decoded) in_.update_feedback(l, decoded);
     }
     compact_nonfinite(summary);
-    if (gather_) {
-      mine_ = Bytes::copy_of(sums_.data(), sums_.size() * sizeof(float));
-      summary.blob_bytes = mine_.size();
-    }
+    if (gather_.on()) gather_.send(summary, Bytes::copy_of(sums_.data(), sums_.size() * sizeof(float)));
   }
 
   // A small sample rides behind the summary (gather_allreduce.hpp).
-  Bytes data() override { return mine_; }
-  void data_arrived(std::size_t node, const Bytes& data) override {
-    if (gather_) arrived_.at(node) = data;
-  }
+  Bytes data() override { return gather_.mine(); }
+  void data_arrived(std::size_t node, const Bytes& data) override { gather_.arrived(node, data); }
 
   void execute(const std::vector<NodeSummary>& summaries, float* result) override {
     float* total = sized(in_.work.sampled, sums_.size());
-    if (gather_) {
-      gathered_floats(in_.link, arrived_, sums_.size(), in_.work.gathered);
+    if (gather_.on()) {
+      gather_.floats(in_.link, sums_.size(), in_.work.gathered);
       gather_allreduce(FloatLane{}, in_.link.nodes(), in_.work.gathered.data(), total, sums_.size());
     } else {
       ring_allreduce(in_.link, FloatLane{}, sums_.data(), total, sums_.size(), in_.op.ring,
@@ -126,9 +122,7 @@ class RandomkPlan final : public MethodPlan {
   std::vector<std::vector<std::uint32_t>> indices_;  // per tensor, shared by all ranks
   std::vector<std::size_t> sample_offsets_;          // tensor t's values in sums_
   std::vector<float> sums_;                          // this node's sampled sums
-  bool gather_;                                      // a small sample: one round
-  Bytes mine_;                                       // gathered: sums_ on the wire
-  std::vector<Bytes> arrived_ = std::vector<Bytes>(in_.link.nodes());  // gathered: every node's
+  GatheredValues gather_;                            // a small sample: one round
 };
 
 }  // namespace
