@@ -59,6 +59,12 @@ std::string clip(const std::string& text, std::size_t limit = 2048) {
   return text.size() <= limit ? text : text.substr(0, limit) + "...";
 }
 
+std::string json_names(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : ",") + json_string(names[i]);
+  return out + "]";
+}
+
 std::string json_members(const DaemonStats& stats, const RingConfig& config, std::size_t budget) {
   std::string out = "[";
   for (std::size_t n = 0; n < config.nodes.size(); ++n) {
@@ -118,8 +124,12 @@ void ring_families(Exposition& e, const DaemonStats& stats, const RingConfig& co
   const RingState& ring = stats.ring;
   e.family("zring_ring_up", "gauge", "1 while this node's ring is formed and every member reachable.");
   e.sample("zring_ring_up", "", ring.up ? "1" : "0");
+  e.family("zring_ring_members", "gauge", "Nodes in the ring this node is up in (0 while it is down).");
+  e.sample("zring_ring_members", "", std::to_string(ring.up ? ring.members.size() : 0));
+  e.family("zring_ring_min_nodes", "gauge", "The quorum: the fewest nodes a ring may have (min_nodes).");
+  e.sample("zring_ring_min_nodes", "", std::to_string(config.min_nodes));
   e.family("zring_peer_up", "gauge",
-           "1 while the member is known to be reachable (the ring is up); this node counts as up.");
+           "1 while the listed node is a member of the ring this node is up in; this node counts as up.");
   for (std::size_t n = 0; n < config.nodes.size(); ++n) {
     const bool up = n == config.self_index || (n < ring.peers.size() && ring.peers[n] == "up");
     e.sample("zring_peer_up", "peer=" + label(config.nodes[n].name) + ",address=" + label(config.nodes[n].address),
@@ -206,6 +216,9 @@ std::string render_status_json(const DaemonStats& stats, const RingConfig& confi
                     ",\"last_rejection\":" + json_string(clip(ring.last_rejection, 512)) +
                     ",\"last_handshake_failure\":" + json_string(clip(ring.last_handshake_failure, 512)) +
                     ",\"formations\":" + std::to_string(ring.formations) +
+                    ",\"ring_members\":" + json_names(ring.members) +
+                    ",\"min_nodes\":" + std::to_string(config.min_nodes) +
+                    ",\"last_change\":" + json_string(clip(ring.last_change, 512)) +
                     ",\"ring_reason\":" + json_string(clip(ring.reason)) +
                     ",\"ring_since\":" + std::to_string(unix_seconds(stats.ring_since)) +
                     ",\"started\":" + std::to_string(unix_seconds(stats.started)) +

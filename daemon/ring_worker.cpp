@@ -31,6 +31,7 @@ transport::ZmqRingOptions ring_options(const RingConfig& config) {
     options.addresses.push_back(node.address);
   }
   options.self = config.self_index;
+  options.min_nodes = config.min_nodes;
   options.timeout = config.timeout;
   options.heartbeat = config.heartbeat;
   options.max_message_bytes = config.max_message_bytes;
@@ -209,10 +210,12 @@ void RingWorker::report_state() {
   state.last_rejection = c.last_rejection;
   state.last_handshake_failure = c.last_handshake_failure;
   state.last_drop = c.last_drop;
-  for (std::size_t n = 0; n < config_.nodes.size(); ++n) {
-    const bool named = state.reason.find(r.ring.describe(n)) != std::string::npos;
-    state.peers.push_back(n == config_.self_index ? "self" : state.up ? "up" : named ? "down" : "unknown");
-  }
+  const transport::Membership& membership = r.ring.membership();
+  const auto now = Clock::now();
+  for (std::size_t n = 0; n < config_.nodes.size(); ++n)
+    state.peers.push_back(transport::peer_state_name(membership.peer(n, now)));
+  for (const std::uint32_t m : membership.members()) state.members.push_back(config_.nodes.at(m).name);
+  state.last_change = membership.last_change();
   // Also reported when only the byte counts moved: the io thread attributes
   // the traffic between two reports to the op that finished between them.
   if (state == r.reported) return;
@@ -258,7 +261,7 @@ void RingWorker::execute(OpJob& job) {
   if (!job.failure && !job.staged.empty()) {
     staging.emplace(job.staged, job.staged_who,
                     collective::StagingOrder(elements, config_.nodes.size(), config_.self_index),
-                    config_.timeout);
+                    config_.timeout, r.ring.nodes(), r.ring.node());
     input.staging = &*staging;
   }
   try {
@@ -269,7 +272,8 @@ void RingWorker::execute(OpJob& job) {
     return;
   }
   collective::OpContext context;
-  context.world_size = config_.world_size();
+  // The ranks of the nodes in this op's ring.
+  context.world_size = r.ring.nodes() * config_.local_ranks;
   context.local_ranks = config_.local_ranks;
   context.op_seed = mix(r.ring.generation() ^ mix(done.op));
   context.op_number = done.op;

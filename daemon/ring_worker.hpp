@@ -76,11 +76,14 @@ struct RingState {
   std::uint64_t formations = 0;            // ring generations adopted since start
   std::uint64_t bytes_sent = 0;            // every frame this node put on the ring, since start
   std::uint64_t bytes_received = 0;        // every frame it took off the ring, since start
-  // Per node, in ring order: whether it is known to be reachable. The ring is
-  // a cycle, so while it is up every node is; while it is down, only the
-  // nodes the reason names are known to be unreachable ("down"), the others
-  // are "unknown". This node is "self".
+  // Per listed node, in file order (transport::peer_state_name): "self";
+  // "up", a member of the ring this node is up in; "live", heard within the
+  // timeout but not in the ring; "down", silent for longer; "unknown", not
+  // heard yet since this node started.
   std::vector<std::string> peers;
+  std::vector<std::string> members;        // the ring (when up) or the one forming, by name
+  std::string last_change;                 // the last change of members, and why
+
   std::uint64_t auth_rejected = 0;         // CurveZMQ clients whose key is not the ring's
   std::uint64_t handshakes_failed = 0;     // ring connections that failed the handshake
   std::uint64_t disconnects = 0;           // ring connections closed

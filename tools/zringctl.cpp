@@ -157,10 +157,11 @@ void print_members(const ptree& report) {
   std::size_t n = 0;
   for (const auto& [key, member] : report.get_child("members")) {
     const std::string state = member.get<std::string>("state");
-    const std::string shown = state == "self"      ? "this node"
-                              : state == "up"      ? "reachable"
-                              : state == "down"    ? "unreachable"
-                                                   : "unknown (ring down)";
+    const std::string shown = state == "self"   ? "this node"
+                              : state == "up"   ? "in the ring"
+                              : state == "live" ? "live, not in the ring"
+                              : state == "down" ? "unreachable"
+                                                : "not heard yet";
     rows.push_back({std::to_string(n++), member.get<std::string>("name"), member.get<std::string>("address"),
                     member.get<std::string>("first_rank"), shown});
   }
@@ -198,6 +199,15 @@ void print_status(const ptree& report) {
   std::cout << "ring        " << (up ? "up" : "DOWN") << " since " << clock_time(since) << " ("
             << duration(now - since) << ")";
   if (!up) std::cout << ": " << report.get<std::string>("ring_reason");
+  // Membership (reports of older daemons do not have it).
+  if (report.count("ring_members") != 0) {
+    std::string ring;
+    for (const auto& [key, name] : report.get_child("ring_members")) ring += (ring.empty() ? "" : " ") + name.data();
+    std::cout << "\n            members [" << ring << "], quorum " << report.get<std::string>("min_nodes") << " of "
+              << report.get_child("members").size() << " listed";
+    const std::string change = report.get<std::string>("last_change", "");
+    if (!change.empty()) std::cout << "\n            last change: " << change;
+  }
   std::cout << "\n            " << plural(count(report, "formations"), "formation") << ", "
             << report.get<std::string>("dropped") << " ring messages dropped ("
             << report.get<std::string>("malformed") << " malformed)\n";

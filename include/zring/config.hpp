@@ -55,6 +55,8 @@ struct RingConfig {
   std::string ipc;                  // ipc:// endpoint local clients connect to: self's
                                     // nodes[i].ipc if set, else the top-level ipc
   std::size_t local_ranks = 1;      // training processes on each node (>= 1)
+  std::size_t min_nodes = 1;        // the smallest ring that may form: a strict majority of nodes
+                                    // unless the file says otherwise (1..nodes.size())
   std::chrono::milliseconds timeout{10000};    // deadline of every op phase
   std::chrono::milliseconds heartbeat{500};    // ring liveness interval
   std::size_t chunk_bytes = 1 << 20;           // ring pipelining unit (64 KiB..64 MiB)

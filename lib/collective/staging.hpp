@@ -29,6 +29,7 @@ class StagingOrder {
 
   [[nodiscard]] std::size_t elements() const noexcept { return elements_; }
   [[nodiscard]] std::size_t segments() const noexcept { return nodes_; }
+  [[nodiscard]] std::size_t node() const noexcept { return node_; }
   // The k-th segment in staging order.
   [[nodiscard]] std::size_t segment_at(std::size_t k) const noexcept {
     return (node_ + nodes_ - k % nodes_) % nodes_;

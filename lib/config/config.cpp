@@ -62,8 +62,11 @@ constexpr Range kGatherBytes{0, 64 * MiB, true};
 // A ring file is a few kilobytes; anything much larger is the wrong file.
 constexpr std::size_t kMaxFileBytes = 1 * MiB;
 
-constexpr std::array<std::string_view, 12> kTopKeys{
-    "nodes",        "self",        "ipc",          "local_ranks",       "timeout_ms", "heartbeat_ms",
+// The membership protocol names nodes in a bitmap of at most this many (wire::kMaxRingNodes).
+constexpr std::size_t kMaxNodes = 4096;
+
+constexpr std::array<std::string_view, 13> kTopKeys{
+    "nodes",        "self",        "ipc",          "local_ranks",       "min_nodes", "timeout_ms", "heartbeat_ms",
     "chunk_bytes",  "gather_bytes", "max_message_bytes", "log_level", "metrics",    "curve"};
 constexpr std::array<std::string_view, 5> kNodeKeys{"name", "address", "ipc", "public_key", "secret_key_file"};
 constexpr std::array<std::string_view, 1> kMetricsKeys{"listen"};
@@ -293,6 +296,8 @@ std::vector<NodeConfig> read_nodes(const YAML::Node& root, const Where& top) {
   if (!list) where.fail("missing (list the ring members in ring order, each {name: NAME, address: tcp://HOST:PORT})");
   if (!list->IsSequence()) where.fail("expected a list of {name, address} maps, got " + kind_of(*list));
   if (list->size() == 0) where.fail("is empty; list at least one node");
+  if (list->size() > kMaxNodes)
+    where.fail("lists " + std::to_string(list->size()) + " nodes; a ring has at most " + std::to_string(kMaxNodes));
   std::vector<NodeConfig> nodes;
   for (const auto& entry : *list) nodes.push_back(read_node(entry, where.index(nodes.size())));
   check_unique(nodes, where);
@@ -372,6 +377,9 @@ void read_sizes(const YAML::Node& root, const Where& top, RingConfig& config) {
 
 void read_settings(const YAML::Node& root, const Where& top, RingConfig& config) {
   config.local_ranks = read_integer(root, "local_ranks", top, kLocalRanks).value_or(config.local_ranks);
+  // A strict majority by default: the two sides of a partition can never both go on.
+  const Range min_nodes{1, config.nodes.size()};
+  config.min_nodes = read_integer(root, "min_nodes", top, min_nodes).value_or(config.nodes.size() / 2 + 1);
   read_timing(root, top, config);
   read_sizes(root, top, config);
   if (auto level = read_string(root, "log_level", top)) {

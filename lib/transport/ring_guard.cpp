@@ -50,8 +50,8 @@ std::string frame_text(const zmq::message_t& frame) { return frame.to_string(); 
 }  // namespace
 
 // Handshake failures and closed connections on the ring port, for the
-// counters; the successor's verdict on this node's handshakes.
-void ZmqRing::watch_sockets() {
+// counters; each peer's verdict on this node's handshakes.
+void ZmqRing::watch_sockets(zmq::context_t& context) {
   const std::string monitor_endpoint =
       "inproc://zring-ring-monitor-" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
   if (zmq_socket_monitor(in_.handle(), monitor_endpoint.c_str(), kMonitorEvents) != 0)
@@ -59,28 +59,34 @@ void ZmqRing::watch_sockets() {
   monitor_.set(zmq::sockopt::linger, 0);
   monitor_.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
   monitor_.connect(monitor_endpoint);
-  const std::string out_endpoint = monitor_endpoint + "-out";
-  if (zmq_socket_monitor(out_.handle(), out_endpoint.c_str(),
-                         kHandshakeFailed | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
-    throw Error(ErrorCode::internal, std::string("cannot monitor the ring socket: ") + zmq_strerror(zmq_errno()));
-  out_monitor_.set(zmq::sockopt::linger, 0);
-  out_monitor_.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
-  out_monitor_.connect(out_endpoint);
+  for (std::size_t n = 0; n < listed(); ++n) {
+    if (n == options_.self) continue;
+    Peer& peer = peers_[n];
+    const std::string out_endpoint = monitor_endpoint + "-out-" + std::to_string(n);
+    if (zmq_socket_monitor(peer.out.handle(), out_endpoint.c_str(),
+                           kHandshakeFailed | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
+      throw Error(ErrorCode::internal, std::string("cannot monitor the ring socket: ") + zmq_strerror(zmq_errno()));
+    peer.monitor = zmq::socket_t(context, zmq::socket_type::pair);
+    peer.monitor.set(zmq::sockopt::linger, 0);
+    peer.monitor.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
+    peer.monitor.connect(out_endpoint);
+  }
 }
 
 ZmqRing::~ZmqRing() {
   (void)zmq_socket_monitor(in_.handle(), nullptr, 0);
-  (void)zmq_socket_monitor(out_.handle(), nullptr, 0);
+  for (Peer& peer : peers_)
+    if (peer.out) (void)zmq_socket_monitor(peer.out.handle(), nullptr, 0);
 }
 
 // The PULL socket becomes a CURVE server answering to this node's secret
-// key, with this ring's ZAP handler; the PUSH socket a CURVE client that
-// expects its successor's public key.
+// key, with this ring's ZAP handler; each PUSH socket a CURVE client that
+// expects its peer's public key.
 void ZmqRing::setup_curve(zmq::context_t& context) {
   const CurveKeys& keys = *options_.curve;
-  if (keys.public_keys.size() != nodes())
+  if (keys.public_keys.size() != listed())
     throw Error(ErrorCode::internal, "CurveZMQ: " + std::to_string(keys.public_keys.size()) +
-                                         " public keys for " + std::to_string(nodes()) + " nodes");
+                                         " public keys for " + std::to_string(listed()) + " nodes");
   for (const std::string& key : keys.public_keys) member_keys_.push_back(config::decode_z85_key(key));
   const config::CurveKey secret = config::decode_z85_key(keys.secret_key);
   zap_ = zmq::socket_t(context, zmq::socket_type::rep);
@@ -96,9 +102,13 @@ void ZmqRing::setup_curve(zmq::context_t& context) {
   in_.set(zmq::sockopt::curve_server, 1);
   in_.set(zmq::sockopt::zap_domain, "zring");
   set_key(in_, ZMQ_CURVE_SECRETKEY, secret);
-  set_key(out_, ZMQ_CURVE_SERVERKEY, member_keys_[(options_.self + 1) % nodes()]);
-  set_key(out_, ZMQ_CURVE_PUBLICKEY, member_keys_[options_.self]);
-  set_key(out_, ZMQ_CURVE_SECRETKEY, secret);
+  for (std::size_t n = 0; n < listed(); ++n) {
+    if (n == options_.self) continue;
+    zmq::socket_t& out = peers_[n].out;
+    set_key(out, ZMQ_CURVE_SERVERKEY, member_keys_[n]);
+    set_key(out, ZMQ_CURVE_PUBLICKEY, member_keys_[options_.self]);
+    set_key(out, ZMQ_CURVE_SECRETKEY, secret);
+  }
 }
 
 // One ZAP request (RFC 27): [version, request id, domain, address, routing
@@ -164,40 +174,41 @@ void ZmqRing::read_monitor() {
   }
 }
 
-// What the successor made of this node's handshake: said in down_reason,
-// as a wrong key would otherwise only show as a ring that never forms.
-void ZmqRing::read_out_monitor() {
-  const std::size_t successor = (options_.self + 1) % nodes();
+// What a peer made of this node's handshake: said in down_reason, as a
+// wrong key would otherwise only show as a ring that never forms.
+void ZmqRing::read_out_monitor(std::size_t n) {
+  Peer& peer = peers_[n];
   for (int i = 0; i < 256; ++i) {
-    const std::optional<std::uint16_t> id = next_event(out_monitor_);
+    const std::optional<std::uint16_t> id = next_event(peer.monitor);
     if (!id) return;
     if (*id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-      successor_problem_.clear();
+      peer.problem.clear();
       continue;
     }
-    if (!reconnect_at_) reconnect_at_ = Clock::now() + kReconnectAfter;
+    if (!peer.reconnect_at) peer.reconnect_at = Clock::now() + kReconnectAfter;
     if (*id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-      successor_problem_ = describe(successor) +
-                           " refuses this node's CurveZMQ key (does its ring file have this node's current "
-                           "public_key?)";
+      peer.problem = label(n) +
+                     " refuses this node's CurveZMQ key (does its ring file have this node's current "
+                     "public_key?)";
     } else if (*id & kHandshakeFailed) {
-      successor_problem_ = "the handshake with " + describe(successor) + " fails" +
-                           (options_.curve ? " (is its public_key in this node's ring file the right one, and does "
-                                             "it use CurveZMQ too?)"
-                                           : " (does it use CurveZMQ while this node does not?)");
+      peer.problem = "the handshake with " + label(n) + " fails" +
+                     (options_.curve ? " (is its public_key in this node's ring file the right one, and does "
+                                       "it use CurveZMQ too?)"
+                                     : " (does it use CurveZMQ while this node does not?)");
     }
   }
 }
 
-void ZmqRing::reconnect_successor() {
-  reconnect_at_.reset();
-  const std::string& address = options_.addresses.at((options_.self + 1) % nodes());
+void ZmqRing::reconnect(std::size_t n) {
+  Peer& peer = peers_[n];
+  peer.reconnect_at.reset();
+  const std::string& address = options_.addresses.at(n);
   try {
-    out_.disconnect(address);
+    peer.out.disconnect(address);
   } catch (const zmq::error_t&) {
     // ZeroMQ already forgot the endpoint when it ended the session.
   }
-  out_.connect(address);
+  peer.out.connect(address);
 }
 
 }  // namespace zring::transport

@@ -56,8 +56,10 @@ StagingBoard& board_of(const SharedRegion& region) noexcept {
 
 RegionStaging::RegionStaging(std::vector<std::shared_ptr<SharedRegion>> regions,
                              std::vector<std::string> who, collective::StagingOrder order,
-                             std::chrono::milliseconds timeout)
+                             std::chrono::milliseconds timeout, std::size_t ring_nodes,
+                             std::size_t ring_node)
     : regions_(std::move(regions)), who_(std::move(who)), order_(order), timeout_(timeout),
+      streams_(ring_nodes == order.segments() && ring_node == order.node()),
       published_(order.segments(), 0) {}
 
 RegionStaging::~RegionStaging() {
@@ -104,6 +106,7 @@ void RegionStaging::wait_for(std::size_t l, std::uint64_t position) {
 }
 
 void RegionStaging::wait_staged(std::size_t segment, std::size_t upto) {
+  if (!streams_) return wait_for(0, order_.elements());
   wait_for(0, order_.position(segment, upto));
 }
 
@@ -112,6 +115,11 @@ void RegionStaging::wait_all() {
 }
 
 void RegionStaging::publish(std::size_t segment, std::size_t upto) {
+  if (streams_) tell(segment, upto);
+}
+
+// Segment `segment` of the order is final up to `upto`.
+void RegionStaging::tell(std::size_t segment, std::size_t upto) {
   if (regions_.empty() || !regions_[0] || segment >= StagingBoard::kSegments) return;
   StagingBoard& board = board_of(*regions_[0]);
   // Streaming stores wrote the values: order them before the counter.
@@ -131,7 +139,7 @@ void RegionStaging::publish_prefix(std::size_t end) {
     const std::size_t upto = end <= begin ? 0 : std::min(end - begin, length);
     if (upto <= published_[s]) continue;
     published_[s] = upto;
-    publish(s, upto);
+    tell(s, upto);
   }
 }
 

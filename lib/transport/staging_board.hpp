@@ -54,12 +54,17 @@ StagingBoard& board_of(const SharedRegion& region) noexcept;
 // zringd's side of a staged op: the boards of its local ranks' buffers.
 // wait_staged reads rank 0's progress (the one rank whose values the ring
 // streams); wait_all waits for every rank; publish tells rank 0 (the other
-// ranks get their copy when the op ends).
+// ranks get their copy when the op ends). The clients stage in the order of
+// the ring as the ring file lists it; when the ring that runs the op has
+// other members (a node is gone), its segments are not the order's, and a
+// staged op neither streams in nor out: it waits for every value, and the
+// clients copy the averages out when the op ends.
 class RegionStaging final : public collective::LocalStaging {
  public:
   // who[l]: how errors name local rank l ("rank 3 (local rank 1 of node 'b')").
   RegionStaging(std::vector<std::shared_ptr<SharedRegion>> regions, std::vector<std::string> who,
-                collective::StagingOrder order, std::chrono::milliseconds timeout);
+                collective::StagingOrder order, std::chrono::milliseconds timeout,
+                std::size_t ring_nodes, std::size_t ring_node);
   // Tells every client the op is over (it then only waits for the answer).
   ~RegionStaging() override;
   RegionStaging(const RegionStaging&) = delete;
@@ -71,10 +76,12 @@ class RegionStaging final : public collective::LocalStaging {
 
  private:
   void wait_for(std::size_t l, std::uint64_t position);
+  void tell(std::size_t segment, std::size_t upto);
   std::vector<std::shared_ptr<SharedRegion>> regions_;
   std::vector<std::string> who_;
   collective::StagingOrder order_;
   std::chrono::milliseconds timeout_;
+  bool streams_;                        // the ring's segments are the order's
   std::vector<std::size_t> published_;  // per segment, what publish_prefix told last
 };
 

@@ -21,14 +21,6 @@ std::string ms_text(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
 }
 
-RingHeader control(RingKind kind, std::uint64_t generation, std::uint64_t op = 0) {
-  RingHeader header;
-  header.kind = kind;
-  header.generation = generation;
-  header.op = op;
-  return header;
-}
-
 // A ZeroMQ message that shares the bytes (and keeps their owner alive until
 // ZeroMQ has sent them): no copy of chunk payloads on the way out.
 zmq::message_t share(const collective::Bytes& bytes) {
@@ -42,92 +34,128 @@ zmq::message_t share(const collective::Bytes& bytes) {
 }  // namespace
 
 ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
-    : options_(std::move(options)), in_(context, zmq::socket_type::pull),
-      out_(context, zmq::socket_type::push), monitor_(context, zmq::socket_type::pair),
-      out_monitor_(context, zmq::socket_type::pair),
-      random_(std::random_device{}()) {
-  const auto now = Clock::now();
-  last_heard_ = next_heartbeat_ = next_form_ = now;
+    : options_(std::move(options)),
+      membership_(
+          [&] {
+            MembershipOptions m;
+            m.names = options_.names;
+            for (std::size_t n = 0; n < options_.names.size(); ++n)
+              m.labels.push_back("node '" + options_.names[n] + "' (" + options_.addresses.at(n) + ")");
+            m.self = options_.self;
+            m.min_nodes = options_.min_nodes != 0 ? options_.min_nodes : options_.names.size() / 2 + 1;
+            m.timeout = options_.timeout;
+            m.heartbeat = options_.heartbeat;
+            return m;
+          }(),
+          std::random_device{}(), Clock::now()),
+      in_(context, zmq::socket_type::pull), monitor_(context, zmq::socket_type::pair),
+      peers_(options_.names.size()) {
   const auto max_message = static_cast<std::int64_t>(options_.max_message_bytes);
   in_.set(zmq::sockopt::linger, 0);
   in_.set(zmq::sockopt::maxmsgsize, max_message);
   in_.set(zmq::sockopt::rcvhwm, 100000);
-  out_.set(zmq::sockopt::linger, 0);
-  out_.set(zmq::sockopt::maxmsgsize, max_message);  // a PUSH receives nothing; set all the same
-  out_.set(zmq::sockopt::sndhwm, 100000);
-  out_.set(zmq::sockopt::immediate, 1);  // never queue for a successor that is not there
-  out_.set(zmq::sockopt::reconnect_ivl, 100);
-  out_.set(zmq::sockopt::reconnect_ivl_max, 1000);
-  watch_sockets();
+  for (std::size_t n = 0; n < listed(); ++n) {
+    if (n == options_.self) continue;
+    zmq::socket_t& out = peers_[n].out = zmq::socket_t(context, zmq::socket_type::push);
+    out.set(zmq::sockopt::linger, 0);
+    out.set(zmq::sockopt::maxmsgsize, max_message);  // a PUSH receives nothing; set all the same
+    out.set(zmq::sockopt::sndhwm, 100000);
+    out.set(zmq::sockopt::immediate, 1);  // never queue for a peer that is not there
+    out.set(zmq::sockopt::reconnect_ivl, 100);
+    out.set(zmq::sockopt::reconnect_ivl_max, 1000);
+  }
+  watch_sockets(context);
   if (options_.curve) setup_curve(context);
   const std::string& address = options_.addresses.at(options_.self);
   try {
     in_.bind(address);
   } catch (const zmq::error_t& e) {
-    throw Error(ErrorCode::connection_failed, "cannot bind the ring socket of " +
-                                                  describe(options_.self) + ": " + e.what() +
-                                                  " (is another zringd using the port?)");
+    throw Error(ErrorCode::connection_failed, "cannot bind the ring socket of " + label(options_.self) +
+                                                  ": " + e.what() + " (is another zringd using the port?)");
   }
-  if (nodes() == 1) {
-    generation_ = random_() | 1;
-    up_ = true;
-    down_reason_.clear();
-    return;
-  }
-  out_.connect(options_.addresses.at((options_.self + 1) % nodes()));
+  for (std::size_t n = 0; n < listed(); ++n)
+    if (n != options_.self) peers_[n].out.connect(options_.addresses.at(n));
+  apply_membership();
 }
 
-std::string ZmqRing::describe(std::size_t node) const {
-  if (node >= nodes()) return "node #" + std::to_string(node);
-  return "node '" + options_.names[node] + "' (" + options_.addresses[node] + ")";
+std::size_t ZmqRing::member_at(std::size_t position) const noexcept {
+  const std::vector<std::uint32_t>& ring = op_ ? op_members_ : membership_.members();
+  return position < ring.size() ? ring[position] : listed();
 }
+
+std::size_t ZmqRing::node() const noexcept {
+  const std::vector<std::uint32_t>& ring = op_ ? op_members_ : membership_.members();
+  const auto at = std::find(ring.begin(), ring.end(), options_.self);
+  return at == ring.end() ? 0 : static_cast<std::size_t>(at - ring.begin());
+}
+
+std::size_t ZmqRing::nodes() const noexcept {
+  const std::size_t n = (op_ ? op_members_ : membership_.members()).size();
+  return n == 0 ? 1 : n;
+}
+
+std::string ZmqRing::label(std::size_t listed_index) const {
+  if (listed_index >= listed()) return "node #" + std::to_string(listed_index);
+  return "node '" + options_.names[listed_index] + "' (" + options_.addresses[listed_index] + ")";
+}
+
+std::string ZmqRing::describe(std::size_t position) const { return label(member_at(position)); }
 
 std::string ZmqRing::down_reason() const {
-  if (up_) return std::string();
-  return successor_problem_.empty() ? down_reason_ : down_reason_ + "; " + successor_problem_;
+  if (up()) return std::string();
+  std::string text = membership_.down_reason();
+  for (const Peer& peer : peers_)
+    if (!peer.problem.empty()) text += "; " + peer.problem;
+  return text;
 }
 
 // --- sending -------------------------------------------------------------------
 
+// Data of the running op, to its successor; nothing once the ring that op
+// ran on has ended (the op fails at its next receive).
 void ZmqRing::send(const collective::ChunkTag& tag, collective::Bytes payload) {
+  if (!op_ || membership_.generation() != op_generation_) return;
   RingHeader header;
   header.kind = RingKind::data;
-  header.generation = generation_;
-  header.op = op_.value_or(0);
+  header.generation = op_generation_;
+  header.op = *op_;
   header.sender = static_cast<std::uint32_t>(options_.self);
   header.tag = tag;
-  enqueue(header, share(payload));
-  flush();
+  const std::size_t successor = member_at((node() + 1) % nodes());
+  enqueue(successor, header, share(payload));
+  flush(successor);
 }
 
-void ZmqRing::send_control(RingHeader header) {
-  header.sender = static_cast<std::uint32_t>(options_.self);
-  if (header.kind == RingKind::heartbeat && !outbox_.empty()) return;  // data proves liveness
-  enqueue(header, std::nullopt);
-  flush();
-}
-
-void ZmqRing::enqueue(const RingHeader& header, std::optional<zmq::message_t> payload) {
+// Control messages wait behind data (FORM and UP must not overtake it), but
+// a peer that is away gets at most a few of them: heartbeats only when
+// nothing else waits (anything it receives proves this node alive).
+void ZmqRing::enqueue(std::size_t peer, const RingHeader& header, std::optional<zmq::message_t> payload) {
+  if (peer >= listed() || peer == options_.self) return;
+  std::deque<Outgoing>& outbox = peers_[peer].outbox;
+  if (!payload && (header.kind == RingKind::heartbeat ? !outbox.empty() : outbox.size() >= 64 &&
+                                                                             !outbox.back().has_payload))
+    return;
   const std::vector<std::uint8_t> bytes = wire::encode_ring_header(header);
   Outgoing out;
   out.header = zmq::message_t(bytes.data(), bytes.size());
   out.has_payload = payload.has_value();
   if (payload) out.payload = std::move(*payload);
-  outbox_.push_back(std::move(out));
+  outbox.push_back(std::move(out));
 }
 
-void ZmqRing::flush() {
-  while (!outbox_.empty()) {
-    Outgoing& out = outbox_.front();
+void ZmqRing::flush(std::size_t peer) {
+  Peer& p = peers_[peer];
+  while (!p.outbox.empty()) {
+    Outgoing& out = p.outbox.front();
     const std::size_t size = out.header.size() + out.payload.size();
     if (!out.header_sent) {
       const auto more = out.has_payload ? zmq::send_flags::sndmore : zmq::send_flags::none;
-      if (!out_.send(out.header, more | zmq::send_flags::dontwait)) return;  // successor busy or away
+      if (!p.out.send(out.header, more | zmq::send_flags::dontwait)) return;  // peer busy or away
       out.header_sent = true;
     }
-    if (out.has_payload && !out_.send(out.payload, zmq::send_flags::dontwait)) return;
+    if (out.has_payload && !p.out.send(out.payload, zmq::send_flags::dontwait)) return;
     counters_.bytes_sent += size;
-    outbox_.pop_front();
+    p.outbox.pop_front();
   }
 }
 
@@ -136,7 +164,7 @@ void ZmqRing::flush() {
 collective::Message ZmqRing::recv(Deadline deadline) {
   if (std::optional<collective::Message> msg = recv_until(deadline)) return std::move(*msg);
   std::string text = "op " + std::to_string(op_.value_or(0)) + ": timed out after " +
-                     ms_text(options_.timeout) + " waiting for " + describe(predecessor());
+                     ms_text(options_.timeout) + " waiting for " + describe((node() + nodes() - 1) % nodes());
   if (counters_.dropped != 0)
     text += " (" + std::to_string(counters_.dropped) + " messages dropped, last: " +
             counters_.last_drop + ")";
@@ -160,8 +188,8 @@ std::optional<collective::Message> ZmqRing::recv_until(Deadline deadline) {
 
 void ZmqRing::service(Deadline until, zmq::socket_t* wake) {
   bool woken = false;
-  const bool was_up = up_;
-  while (!woken && !interrupted() && up_ == was_up && Clock::now() < until) {
+  const bool was_up = up();
+  while (!woken && !interrupted() && up() == was_up && Clock::now() < until) {
     // Outside an op, data can only be for the next op: dispatch keeps it.
     (void)poll_once(until, wake, &woken);
   }
@@ -171,29 +199,34 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
                                                       bool* woken) {
   const auto now = Clock::now();
   // Sleep until the earliest timer that can fire in this state.
-  Deadline next = until;
-  if (nodes() > 1) {
-    next = std::min(next, next_heartbeat_);
-    if (reconnect_at_) next = std::min(next, *reconnect_at_);
-    next = std::min(next, up_ ? last_heard_ + options_.timeout : next_form_);
-  }
+  Deadline next = std::min(until, membership_.next_timer());
+  for (const Peer& peer : peers_)
+    if (peer.reconnect_at) next = std::min(next, *peer.reconnect_at);
   auto wait = std::max<Clock::duration>(next - now, Clock::duration::zero());
   if (interrupt_) wait = std::min<Clock::duration>(wait, std::chrono::milliseconds(100));
-  std::array<zmq::pollitem_t, 6> items{};
-  std::size_t count = 0;
-  items[count++] = {in_.handle(), 0, ZMQ_POLLIN, 0};
-  items[count++] = {out_.handle(), 0, static_cast<short>(outbox_.empty() ? 0 : ZMQ_POLLOUT), 0};
-  items[count++] = {monitor_.handle(), 0, ZMQ_POLLIN, 0};
-  items[count++] = {out_monitor_.handle(), 0, ZMQ_POLLIN, 0};
-  const std::size_t zap_at = count;
-  if (zap_) items[count++] = {zap_.handle(), 0, ZMQ_POLLIN, 0};
-  const std::size_t wake_at = count;
-  if (wake) items[count++] = {wake->handle(), 0, ZMQ_POLLIN, 0};
+  std::vector<zmq::pollitem_t> items;
+  items.reserve(4 + 2 * listed());
+  items.push_back({in_.handle(), 0, ZMQ_POLLIN, 0});
+  items.push_back({monitor_.handle(), 0, ZMQ_POLLIN, 0});
+  const std::size_t zap_at = items.size();
+  if (zap_) items.push_back({zap_.handle(), 0, ZMQ_POLLIN, 0});
+  const std::size_t wake_at = items.size();
+  if (wake) items.push_back({wake->handle(), 0, ZMQ_POLLIN, 0});
+  const std::size_t peers_at = items.size();
+  for (std::size_t n = 0; n < listed(); ++n) {
+    if (n == options_.self) continue;
+    items.push_back({peers_[n].out.handle(), 0, static_cast<short>(peers_[n].outbox.empty() ? 0 : ZMQ_POLLOUT), 0});
+    items.push_back({peers_[n].monitor.handle(), 0, ZMQ_POLLIN, 0});
+  }
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait);
-  (void)poll_items(items.data(), count, ms);
-  if (items[1].revents & ZMQ_POLLOUT) flush();
-  if (items[2].revents & ZMQ_POLLIN) read_monitor();
-  if (items[3].revents & ZMQ_POLLIN) read_out_monitor();
+  (void)poll_items(items.data(), items.size(), ms);
+  for (std::size_t n = 0, at = peers_at; n < listed(); ++n) {
+    if (n == options_.self) continue;
+    if (items[at].revents & ZMQ_POLLOUT) flush(n);
+    if (items[at + 1].revents & ZMQ_POLLIN) read_out_monitor(n);
+    at += 2;
+  }
+  if (items[1].revents & ZMQ_POLLIN) read_monitor();
   if (zap_ && (items[zap_at].revents & ZMQ_POLLIN)) answer_zap();
   if (wake && (items[wake_at].revents & ZMQ_POLLIN)) *woken = true;
   std::optional<collective::Message> got;
@@ -251,36 +284,47 @@ std::optional<collective::Message> ZmqRing::receive_one(bool* read) {
     }
     authenticated = static_cast<std::size_t>(member - options_.names.begin());
   }
-  return dispatch(std::move(decoded), std::move(payload), authenticated);
+  std::optional<collective::Message> got = dispatch(std::move(decoded), std::move(payload), authenticated);
+  apply_membership();
+  return got;
 }
 
 std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
                                                      std::optional<zmq::message_t> payload,
                                                      std::optional<std::size_t> authenticated) {
   if (authenticated && header.sender != *authenticated) {
-    drop("a message signed by " + describe(*authenticated) + "'s key claiming to come from node #" +
+    drop("a message signed by " + label(*authenticated) + "'s key claiming to come from node #" +
              std::to_string(header.sender), false);
     return std::nullopt;
   }
-  if (header.sender != predecessor()) {
+  if (header.sender >= listed() || header.sender == options_.self) {
     drop("a message claiming to come from node #" + std::to_string(header.sender) +
-             ", which is not this node's predecessor", false);
+             ", which is not another node of the ring file", false);
     return std::nullopt;
   }
-  last_heard_ = Clock::now();
   if (header.kind != RingKind::data) {
-    if (payload) drop("a control message with a payload frame", true);
-    else on_control(header);
+    if (payload) {
+      drop("a control message with a payload frame", true);
+      return std::nullopt;
+    }
+    membership_.heard(header.sender, header, Clock::now());
+    if (header.kind == RingKind::abort) on_abort(header);
     return std::nullopt;
   }
   if (!payload) {
     drop("a data message without its payload frame", true);
     return std::nullopt;
   }
-  if (!up_ || header.generation != generation_) {
+  if (!up() || header.generation != generation()) {
     drop("data of another ring generation", false);
     return std::nullopt;
   }
+  if (header.sender != membership_.predecessor()) {
+    drop("data from node #" + std::to_string(header.sender) + ", which is not this node's predecessor in the ring",
+         false);
+    return std::nullopt;
+  }
+  membership_.heard(header.sender, header, Clock::now());
   const bool current = op_ && header.op == *op_;
   const bool next = header.op == next_op_;
   if (!current && !next) {
@@ -306,8 +350,9 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
 // messages in all.
 void ZmqRing::keep_early(const RingHeader& header, collective::Message msg) {
   const collective::ChunkTag& tag = header.tag;
-  const bool from_other = tag.segment < nodes() && tag.segment != options_.self &&
-                          tag.hop == (options_.self + nodes() - tag.segment) % nodes();
+  const std::size_t self = node();
+  const bool from_other = tag.segment < nodes() && tag.segment != self &&
+                          tag.hop == (self + nodes() - tag.segment) % nodes();
   const bool summary = tag.phase == collective::Phase::manifest && tag.chunk == 0 && from_other;
   const bool data = tag.phase == collective::Phase::blobs && from_other;
   bool summary_kept = false;
@@ -334,133 +379,74 @@ void ZmqRing::keep_early(const RingHeader& header, collective::Message msg) {
   else drop("too many messages for an op this node has not begun", false);
 }
 
-void ZmqRing::on_control(const RingHeader& header) {
-  switch (header.kind) {
-    case RingKind::heartbeat:
-      if (up_ && header.generation != generation_)
-        go_down(describe(predecessor()) + " is in another ring generation (it restarted?)", true);
-      return;
-    case RingKind::form:
-      if (coordinator()) {
-        if (header.generation != 0 && header.generation == forming_) {
-          adopt(forming_, down_reason_);
-          forming_ = 0;
-          send_control(control(RingKind::up, generation_));
-        }
-        return;
-      }
-      if (header.generation != generation_ || up_) adopt(header.generation, header.text);
-      {
-        // Passed on with the coordinator's reason, so every node can name it.
-        RingHeader form = control(RingKind::form, header.generation);
-        form.text = header.text;
-        send_control(form);
-      }
-      return;
-    case RingKind::up:
-      if (header.generation != generation_ || up_) return;
-      up_ = true;
-      down_reason_.clear();
-      if (!coordinator()) send_control(control(RingKind::up, generation_));
-      return;
-    case RingKind::reform:
-      if (coordinator()) {
-        if (up_) go_down("node '" + options_.names[header.origin % nodes()] + "' asked for a new ring: " +
-                             header.text, false);
-        return;
-      }
-      send_control(header);
-      return;
-    case RingKind::abort:
-      on_abort(header);
-      return;
-    case RingKind::data: return;
-  }
-}
-
+// ABORT comes straight from the member whose op failed.
 void ZmqRing::on_abort(const RingHeader& header) {
-  if (header.origin == options_.self) return;  // it went all the way round
-  send_control(header);
-  if (header.generation != generation_) return;
+  if (header.generation != generation() || !membership_.is_member(header.sender)) return;
   const std::string why = "op " + std::to_string(header.op) + " was aborted by node '" +
-                          options_.names[header.origin % nodes()] + "': " + header.text;
+                          options_.names[header.sender] + "': " + header.text;
   if (op_ && header.op == *op_) {
-    op_failure_ = Status{ErrorCode::aborted, why};
+    if (!op_failure_) op_failure_ = Status{ErrorCode::aborted, why};
   } else if (!op_ && header.op == next_op_) {
     poisoned_ = Status{ErrorCode::aborted, why};  // this node's ranks are late for it: fail theirs too
   }
 }
 
 void ZmqRing::run_timers() {
-  if (nodes() == 1) return;
   const auto now = Clock::now();
-  if (reconnect_at_ && now >= *reconnect_at_) reconnect_successor();
-  if (now >= next_heartbeat_) {
-    send_control(control(RingKind::heartbeat, generation_));
-    next_heartbeat_ = now + options_.heartbeat;
+  for (std::size_t n = 0; n < listed(); ++n)
+    if (peers_[n].reconnect_at && now >= *peers_[n].reconnect_at) reconnect(n);
+  membership_.tick(now);
+  apply_membership();
+}
+
+// What the membership protocol decided: its messages go out, a broken ring
+// fails the op in flight, and a new generation starts counting ops afresh.
+void ZmqRing::apply_membership() {
+  std::vector<std::size_t> touched;
+  for (MembershipSend& out : membership_.take_sends()) {
+    enqueue(out.to, out.header, std::nullopt);
+    touched.push_back(out.to);
   }
-  if (up_ && now - last_heard_ > options_.timeout) {
-    go_down("nothing heard from " + describe(predecessor()) + " for " + ms_text(now - last_heard_) +
-                " (is its zringd running?)", true);
+  if (std::optional<Status> broken = membership_.take_break()) {
+    if (op_ && !op_failure_) op_failure_ = std::move(broken);
   }
-  if (!up_ && now >= next_form_) {
-    next_form_ = now + std::max<Clock::duration>(options_.heartbeat, std::chrono::milliseconds(200));
-    if (coordinator()) {
-      forming_ = random_() | 1;  // never 0: 0 means "no generation"
-      RingHeader form = control(RingKind::form, forming_);
-      form.text = down_reason_;  // why the ring is re-forming: names the node
-      send_control(form);
-    } else {
-      RingHeader reform = control(RingKind::reform, generation_);
-      reform.origin = static_cast<std::uint32_t>(options_.self);
-      reform.text = down_reason_;
-      send_control(reform);
+  if (membership_.take_adopted()) {
+    next_op_ = 0;
+    poisoned_.reset();  // an abort of the old generation's op says nothing about the new one
+    early_.clear();
+    ++counters_.formations;
+    // Data of the old generation that has not started out never will.
+    for (Peer& peer : peers_) {
+      std::deque<Outgoing> kept;
+      for (Outgoing& out : peer.outbox)
+        if (!out.has_payload || out.header_sent) kept.push_back(std::move(out));
+      peer.outbox = std::move(kept);
     }
   }
-}
-
-void ZmqRing::go_down(const std::string& why, bool request_reform) {
-  up_ = false;
-  down_reason_ = why;
-  if (op_ && !op_failure_) op_failure_ = Status{ErrorCode::peer_lost, why};
-  next_form_ = Clock::now();
-  if (!request_reform || coordinator()) return;
-  RingHeader reform = control(RingKind::reform, generation_);
-  reform.origin = static_cast<std::uint32_t>(options_.self);
-  reform.text = why;
-  send_control(reform);
-}
-
-void ZmqRing::adopt(std::uint64_t generation, const std::string& why) {
-  const std::string cause = why.empty() ? std::string("a node restarted or failed") : why;
-  if (op_ && !op_failure_)
-    op_failure_ = Status{ErrorCode::aborted, "the ring re-formed during the op: " + cause};
-  generation_ = generation;
-  up_ = false;
-  down_reason_ = "the ring is re-forming: " + cause;
-  next_op_ = 0;
-  poisoned_.reset();  // an abort of the old generation's op says nothing about the new one
-  early_.clear();
-  ++counters_.formations;
+  for (const std::size_t n : touched) flush(n);
 }
 
 // --- ops -------------------------------------------------------------------------
 
 std::uint64_t ZmqRing::begin_op() {
-  if (!up_) throw Error(ErrorCode::peer_lost, "the ring is not up: " + down_reason());
+  if (!up()) throw Error(ErrorCode::peer_lost, "the ring is not up: " + down_reason());
   const std::uint64_t op = next_op_++;
   if (poisoned_) {
     Status why = *std::move(poisoned_);
     poisoned_.reset();
     early_.clear();
     // The others are re-forming the ring; wait for that before the next op.
-    go_down("waiting for the ring to re-form after op " + std::to_string(op) + " was aborted",
-            false);
+    membership_.fail("waiting for the ring to re-form after op " + std::to_string(op) + " was aborted",
+                     false, Clock::now());
+    apply_membership();
     why.text += " (before this node's ranks had all submitted it)";
     why.raise();
   }
+  op_members_ = membership_.members();
+  op_generation_ = generation();
   op_ = op;
   op_failure_.reset();
+  membership_.op_began();
   while (!early_.empty() && early_.front().first != op) early_.pop_front();
   return op;
 }
@@ -468,19 +454,28 @@ std::uint64_t ZmqRing::begin_op() {
 void ZmqRing::end_op(const std::optional<Status>& failure) {
   const std::uint64_t op = op_.value_or(0);
   const bool aborted_by_others = op_failure_.has_value();
+  const std::vector<std::uint32_t> ring = std::move(op_members_);
   op_.reset();
   op_failure_.reset();
-  if (!failure || failure->everyone_knows) return;
+  membership_.op_ended();
+  if (!failure || failure->everyone_knows || listed() == 1) return;
   // Our ranks and the others' may now disagree on what the next op is:
   // start a new generation, and tell the others to fail this op now.
-  if (!aborted_by_others && nodes() > 1) {
-    RingHeader abort = control(RingKind::abort, generation_, op);
-    abort.origin = static_cast<std::uint32_t>(options_.self);
+  if (!aborted_by_others && op_generation_ == generation()) {
+    RingHeader abort;
+    abort.kind = RingKind::abort;
+    abort.generation = op_generation_;
+    abort.op = op;
+    abort.sender = abort.origin = static_cast<std::uint32_t>(options_.self);
     abort.error_code = static_cast<std::uint32_t>(failure->code);
     abort.text = failure->text;
-    send_control(abort);
+    for (const std::uint32_t m : ring) enqueue(m, abort, std::nullopt);
   }
-  if (nodes() > 1) go_down("op " + std::to_string(op) + " failed: " + failure->text, !aborted_by_others);
+  if (op_generation_ == generation())
+    membership_.fail("op " + std::to_string(op) + " failed: " + failure->text, !aborted_by_others, Clock::now());
+  apply_membership();
+  for (const std::uint32_t m : ring)
+    if (m != options_.self) flush(m);
 }
 
 void ZmqRing::count_drops(std::uint64_t count, const std::string& last) {

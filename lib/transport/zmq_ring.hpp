@@ -1,28 +1,21 @@
-// zmq_ring.hpp - the ring over ZeroMQ TCP sockets, and who is in it (internal).
+// zmq_ring.hpp - the ring over ZeroMQ TCP sockets (internal).
 //
-// Each node binds a PULL socket at its own address (messages from its
-// predecessor) and connects a PUSH socket to its successor's. On top of the
-// sockets runs the membership protocol:
-//   - generations: the coordinator (node 0) picks a random generation g and
-//     sends FORM(g) round the ring; every node adopts g (resetting its op
-//     count) and passes it on; when FORM(g) comes back the coordinator sends
-//     UP(g) round, and a node is "up" once UP(g) reaches it. Every data
-//     message carries (g, op), so nothing of an older generation or op is
-//     ever summed;
-//   - liveness: every node sends HEARTBEAT(g) to its successor; a node that
-//     hears nothing from its predecessor for `timeout`, or hears another
-//     generation, goes down and sends REFORM towards the coordinator, which
-//     forms a new generation (a restarted daemon rejoins this way);
-//   - aborts: a node whose op fails sends ABORT(g, op) round the ring, so
-//     every node fails the op at once rather than at its own deadline.
+// Each node binds a PULL socket at its own address and connects a PUSH
+// socket to every other listed node's: the ring's data goes to the
+// successor in the current ring, and the membership protocol's messages
+// (heartbeats, FORM/UP/REFORM, see membership.hpp) to any listed node.
+// Every data message carries (generation, op), so nothing of an older
+// generation or op is ever summed. A node whose op fails sends ABORT(g, op)
+// to every member, so every node fails the op at once rather than at its
+// own deadline.
 // With CurveZMQ keys (ZmqRingOptions::curve) the PULL socket is a CURVE
 // server whose ZAP handler (inproc://zeromq.zap.01, a REP socket polled in
-// this loop) admits only the ring members' public keys, and the PUSH socket
-// a CURVE client that knows its successor's key; a message must then also
-// come from the key of the node it names as sender. A monitor on the PULL
-// socket counts failed handshakes and closed connections (a frame over
-// max_message_bytes closes its connection inside ZeroMQ); one on the PUSH
-// socket notes why the successor refuses this node (down_reason says it).
+// this loop) admits only the listed nodes' public keys, and each PUSH socket
+// a CURVE client that knows its peer's key; a message must then also come
+// from the key of the node it names as sender. A monitor on the PULL socket
+// counts failed handshakes and closed connections (a frame over
+// max_message_bytes closes its connection inside ZeroMQ); one on each PUSH
+// socket notes why that peer refuses this node (down_reason says it).
 // All of it runs on the thread that owns the ZmqRing (the daemon's ring
 // thread): ZeroMQ sockets are used from that thread only.
 #pragma once
@@ -43,6 +36,7 @@
 
 #include "collective/link.hpp"
 #include "status.hpp"
+#include "transport/membership.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::transport {
@@ -57,6 +51,7 @@ struct ZmqRingOptions {
   std::vector<std::string> names;      // ring order
   std::vector<std::string> addresses;  // tcp://HOST:PORT per node
   std::size_t self = 0;
+  std::size_t min_nodes = 0;           // a quorum; 0: a strict majority of the listed nodes
   std::chrono::milliseconds timeout{10000};
   std::chrono::milliseconds heartbeat{500};
   std::size_t max_message_bytes = 256u << 20;
@@ -86,8 +81,9 @@ class ZmqRing final : public collective::RingLink {
   ~ZmqRing() override;
 
   // --- membership --------------------------------------------------------------
-  [[nodiscard]] bool up() const noexcept { return up_; }
-  [[nodiscard]] std::uint64_t generation() const noexcept { return generation_; }
+  [[nodiscard]] bool up() const noexcept { return membership_.up(); }
+  [[nodiscard]] std::uint64_t generation() const noexcept { return membership_.generation(); }
+  [[nodiscard]] const Membership& membership() const noexcept { return membership_; }
   // Why the ring is not up, as a sentence (empty when up).
   [[nodiscard]] std::string down_reason() const;
   // Runs the protocol until `until`, until `wake` (if given) is readable, or
@@ -95,25 +91,28 @@ class ZmqRing final : public collective::RingLink {
   void service(collective::Deadline until, zmq::socket_t* wake);
 
   // --- ops -----------------------------------------------------------------------
-  // Starts the next op of the current generation; returns its number.
-  // Precondition: up(). Throws Error(aborted) if the ring aborted this op
-  // before this node started it (its ranks were late).
+  // Starts the next op of the current generation; returns its number. The
+  // ring's members stay those of this op (node(), nodes(), describe()) until
+  // end_op. Precondition: up(). Throws Error(aborted) if the ring aborted
+  // this op before this node started it (its ranks were late).
   std::uint64_t begin_op();
   // Ends the op, or (with how it failed on this node) fails it. A failure
   // every node reaches by itself (Status::everyone_knows, a manifest
-  // mismatch) needs nothing more; any other is aborted round the ring and
+  // mismatch) needs nothing more; any other is aborted on every member and
   // the ring re-forms, so that no node can pair this op's data with
   // another op's.
   void end_op(const std::optional<Status>& failure);
 
-  // --- RingLink ------------------------------------------------------------------
-  std::size_t node() const noexcept override { return options_.self; }
-  std::size_t nodes() const noexcept override { return options_.names.size(); }
-  std::string describe(std::size_t node) const override;
+  // --- RingLink (positions in the current ring) ----------------------------------
+  std::size_t node() const noexcept override;
+  std::size_t nodes() const noexcept override;
+  std::string describe(std::size_t position) const override;
   void send(const collective::ChunkTag& tag, collective::Bytes payload) override;
   collective::Message recv(collective::Deadline deadline) override;
   std::optional<collective::Message> recv_until(collective::Deadline deadline) override;
 
+  // "node 'b' (tcp://...)": a listed node.
+  [[nodiscard]] std::string label(std::size_t listed) const;
   [[nodiscard]] const RingCounters& counters() const noexcept { return counters_; }
   // Adds the messages the collective threw away during an op (out-of-range
   // chunk, stale or duplicate) to the counters.
@@ -129,9 +128,21 @@ class ZmqRing final : public collective::RingLink {
     bool has_payload = false;
     bool header_sent = false;
   };
+  // A PUSH socket to one listed node, what waits to go to it, and what its
+  // handshakes said.
+  struct Peer {
+    zmq::socket_t out;
+    zmq::socket_t monitor;  // PAIR: out's handshake events
+    std::deque<Outgoing> outbox;
+    std::string problem;    // why the last handshake with it failed
+    // ZeroMQ never reconnects after a failed handshake (a protocol error
+    // ends the session): when to connect to it again.
+    std::optional<collective::Deadline> reconnect_at;
+  };
 
-  std::size_t predecessor() const noexcept { return (options_.self + nodes() - 1) % nodes(); }
-  bool coordinator() const noexcept { return options_.self == 0; }
+  std::size_t listed() const noexcept { return options_.names.size(); }
+  // The listed index of ring position `position` (of the op, during one).
+  std::size_t member_at(std::size_t position) const noexcept;
 
   // Polls once: receives what is there, flushes what is queued, runs timers.
   // Returns a data message of the current op when one arrived.
@@ -143,50 +154,35 @@ class ZmqRing final : public collective::RingLink {
                                               std::optional<std::size_t> authenticated);
   void keep_early(const wire::RingHeader& header, collective::Message msg);
   // ring_guard.cpp
-  void watch_sockets();
+  void watch_sockets(zmq::context_t& context);
   void setup_curve(zmq::context_t& context);
   void answer_zap();
   void read_monitor();
-  void read_out_monitor();
-  void reconnect_successor();
-  void on_control(const wire::RingHeader& header);
+  void read_out_monitor(std::size_t peer);
+  void reconnect(std::size_t peer);
+  // membership
   void on_abort(const wire::RingHeader& header);
   void run_timers();
-  void go_down(const std::string& why, bool request_reform);
-  void adopt(std::uint64_t generation, const std::string& why);
-  void send_control(wire::RingHeader header);
-  void enqueue(const wire::RingHeader& header, std::optional<zmq::message_t> payload);
-  void flush();
+  void apply_membership();
+  void enqueue(std::size_t peer, const wire::RingHeader& header, std::optional<zmq::message_t> payload);
+  void flush(std::size_t peer);
   void drop(const std::string& why, bool malformed);
   bool interrupted() const noexcept { return interrupt_ && interrupt_->load(); }
 
   ZmqRingOptions options_;
+  Membership membership_;
   zmq::socket_t zap_;      // REP on inproc://zeromq.zap.01 (CurveZMQ only)
   zmq::socket_t in_;       // PULL, bound at our address
-  zmq::socket_t out_;      // PUSH, connected to the successor
   zmq::socket_t monitor_;  // PAIR: in_'s handshake and disconnect events
-  zmq::socket_t out_monitor_;  // PAIR: out_'s handshake events
-  std::string successor_problem_;  // why the last handshake with the successor failed
-  // ZeroMQ never reconnects after a failed handshake (a protocol error ends
-  // the session): when to connect to the successor again.
-  std::optional<collective::Deadline> reconnect_at_;
+  std::vector<Peer> peers_;  // per listed node; this node's slot has no sockets
   std::vector<std::array<std::uint8_t, 32>> member_keys_;  // CurveZMQ: per node, binary
-  std::deque<Outgoing> outbox_;
   std::deque<std::pair<std::uint64_t, collective::Message>> early_;  // the next op's messages that came before it began
-  std::mt19937_64 random_;
-
-  // membership
-  std::uint64_t generation_ = 0;
-  bool up_ = false;
-  std::uint64_t forming_ = 0;  // coordinator: the generation it is forming
-  std::string down_reason_ = "the ring has not formed yet";
-  collective::Deadline last_heard_;
-  collective::Deadline next_heartbeat_;
-  collective::Deadline next_form_;
 
   // ops
   std::uint64_t next_op_ = 0;           // number of the next op in this generation
   std::optional<std::uint64_t> op_;     // the op running now
+  std::uint64_t op_generation_ = 0;     // its generation
+  std::vector<std::uint32_t> op_members_;  // its ring
   std::optional<Status> poisoned_;    // the next op was aborted before this node began it
   std::optional<Status> op_failure_;  // set by control messages mid-op
 

@@ -37,7 +37,7 @@
 namespace zring::wire {
 
 // Bump on any incompatible change of any message layout.
-inline constexpr std::uint32_t kWireVersion = 1;
+inline constexpr std::uint32_t kWireVersion = 2;
 
 // What a message is. Values are part of the wire format: never renumber.
 enum class MessageType : std::uint32_t {
@@ -116,30 +116,37 @@ inline constexpr std::size_t kMaxManifestNameBytes = 1024;
 
 enum class RingKind : std::uint8_t {
   data = 1,       // a chunk of an op: tag + payload frame
-  heartbeat = 2,  // "I am alive, in generation g"
-  form = 3,       // the coordinator forms generation g: adopt it, pass it on
+  heartbeat = 2,  // "I am alive, in generation g" (+ the ring it is up in), to every listed node
+  form = 3,       // the coordinator forms generation g of `members`: adopt it, pass it on
   up = 4,         // generation g went all the way round: the ring is up
-  reform = 5,     // "please form a new generation" (travels to the coordinator)
-  abort = 6,      // op `op` of generation g failed at `origin`: fail it, pass it on
+  reform = 5,     // "please form a new generation" (to the coordinator)
+  abort = 6,      // op `op` of generation g failed at `origin`: fail it (to every member)
 };
 
 struct RingHeader {
   RingKind kind = RingKind::data;
   std::uint64_t generation = 0;
   std::uint64_t op = 0;
-  std::uint32_t sender = 0;       // ring index of the node that sent this message
+  std::uint32_t sender = 0;       // listed index (ring file order) of the node that sent this
   collective::ChunkTag tag;       // data
-  std::uint32_t origin = 0;       // abort, reform: where it started
+  std::uint32_t origin = 0;       // form, up, abort, reform: where it started
   std::uint32_t error_code = 0;   // abort: zring::ErrorCode
-  std::string text;               // abort, reform: why
+  std::string text;               // form, abort, reform: why
+  // form: the proposed ring; heartbeat: the ring the sender is up in (empty
+  // when it is not up). Listed indices, increasing.
+  std::vector<std::uint32_t> members;
 };
 
 // Longest RingHeader::text and NodeSummary::error; encoders cut longer ones.
 inline constexpr std::size_t kMaxRingTextBytes = 4096;
+// Largest listed index a RingHeader's members can name, plus one.
+inline constexpr std::size_t kMaxRingNodes = 4096;
 
 // [version, 2 (ring), kind (1..6), generation, op, sender, phase (0..4; 1..4
 //  for data), segment, chunk, hop, origin, error_code (one of kErrorCodes),
-//  text (str)]: 13 flat items, the u32 fields < 2^32.
+//  text (str), members (bin: a bitmap, bit i of byte i / 8 for listed node
+//  i, at most kMaxRingNodes / 8 bytes, no trailing zero byte)]: 14 flat
+//  items, the u32 fields < 2^32.
 [[nodiscard]] std::vector<std::uint8_t> encode_ring_header(const RingHeader& header);
 // Validated: throws unsupported_version / malformed_message.
 [[nodiscard]] RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size);

@@ -17,16 +17,17 @@ using namespace detail;
 
 namespace {
 
-// --- ring header: 11 flat body items -------------------------------------------
+// --- ring header: 12 flat body items -------------------------------------------
 
-constexpr std::size_t kRingItems = 11;
+constexpr std::size_t kRingItems = 12;
+constexpr std::size_t kMaxMembersBytes = kMaxRingNodes / 8;
 constexpr std::string_view kRing = "ring header";
 constexpr TreeLimits kRingTree{.message = kRing,
                                .max_depth = 1,
                                .max_array = 2 + kRingItems,
                                .max_objects = 2 + kRingItems,
                                .max_str = kMaxRingTextBytes,
-                               .max_bin = 0};
+                               .max_bin = kMaxMembersBytes};
 
 // --- summary -------------------------------------------------------------------
 
@@ -110,6 +111,15 @@ std::vector<std::uint8_t> encode_ring_header(const RingHeader& h) {
   p.pack_uint32(h.origin);
   p.pack_uint32(h.error_code);
   pack_text(p, text, "a ring header text");
+  std::vector<std::uint8_t> bitmap;
+  for (const std::uint32_t n : h.members) {
+    if (n >= kMaxRingNodes)
+      throw Error(ErrorCode::invalid_argument, "wire: a ring header cannot name node #" + std::to_string(n) +
+                                                   " (at most " + std::to_string(kMaxRingNodes) + " nodes)");
+    if (bitmap.size() <= n / 8) bitmap.resize(n / 8 + 1);
+    bitmap[n / 8] = static_cast<std::uint8_t>(bitmap[n / 8] | (1u << (n % 8)));
+  }
+  pack_bytes(p, bitmap.data(), bitmap.size(), "a ring header's members");
   return out;
 }
 
@@ -134,6 +144,13 @@ RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size) {
   h.origin = as_u32(f[8], Where{kRing, "origin"});
   h.error_code = as_error_code(f[9], Where{kRing, "error_code"});
   h.text = std::string(as_str(f[10], kMaxRingTextBytes, Where{kRing, "text"}));
+  const auto bitmap = as_bin(f[11], Where{kRing, "members"});
+  if (bitmap.size() > kMaxMembersBytes)
+    reject(Where{kRing, "members"}, std::to_string(bitmap.size()) + " bytes (at most " +
+                                        std::to_string(kMaxMembersBytes) + ")");
+  if (!bitmap.empty() && bitmap.back() == 0) reject(Where{kRing, "members"}, "a trailing zero byte");
+  for (std::size_t i = 0; i < bitmap.size() * 8; ++i)
+    if (bitmap[i / 8] & (1u << (i % 8))) h.members.push_back(static_cast<std::uint32_t>(i));
   return h;
 }
 

@@ -91,10 +91,12 @@ class LocalRing:
 
     start=True (the default) starts them and waits until the ring is up.
     World size = nodes * local_ranks; node n's clients connect to ipc(n).
+    min_nodes, when given, is the ring file's min_nodes (the smallest ring
+    that may go on without the others; zringd's default is a majority).
     """
 
     def __init__(self, zringd, nodes=2, local_ranks=1, *, timeout_ms=5000, heartbeat_ms=200,
-                 log_level="info", start=True, up_timeout_s=60.0, directory=None):
+                 log_level="info", start=True, up_timeout_s=60.0, directory=None, min_nodes=None):
         if not os.access(zringd, os.X_OK):
             raise Error("invalid_argument", f"LocalRing: {zringd} is not an executable zringd")
         self.zringd = zringd
@@ -102,6 +104,7 @@ class LocalRing:
         self.local_ranks = int(local_ranks)
         self.timeout_ms = int(timeout_ms)
         self.heartbeat_ms = int(heartbeat_ms)
+        self.min_nodes = None if min_nodes is None else int(min_nodes)
         self.log_level = log_level
         self._own_dir = directory is None
         self.dir = directory or tempfile.mkdtemp(prefix="zring-ring-")
@@ -147,7 +150,10 @@ class LocalRing:
                   f"local_ranks: {self.local_ranks}",
                   f"timeout_ms: {self.timeout_ms}",
                   f"heartbeat_ms: {self.heartbeat_ms}",
-                  f"log_level: {self.log_level}", ""]
+                  f"log_level: {self.log_level}"]
+        if self.min_nodes is not None:
+            lines.append(f"min_nodes: {self.min_nodes}")
+        lines.append("")
         with open(self.config, "w", encoding="utf-8") as f:
             f.write("\n".join(lines))
 

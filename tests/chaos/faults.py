@@ -114,17 +114,17 @@ def plan(number, kind, method, rng, ring, margin_s):
 class Flood(threading.Thread):
     """Bursts of garbage to one address until stopped."""
 
-    def __init__(self, address, predecessor, seed):
+    def __init__(self, address, nodes, seed):
         super().__init__(daemon=True)
         self.address = address
-        self.predecessor = predecessor
+        self.nodes = nodes
         self.rng = random.Random(seed)
         self.halt = threading.Event()
         self.sent = {}
 
     def run(self):
         while not self.halt.is_set():
-            form = burst(self.address, self.rng, self.predecessor)
+            form = burst(self.address, self.rng, self.nodes)
             if form:
                 self.sent[form] = self.sent.get(form, 0) + 1
             self.halt.wait(0.02)
@@ -184,8 +184,7 @@ class FaultRunner:
         self.ring.clients[rank].signal(signal.SIGCONT)
 
     def _flood(self, address, node):
-        predecessor = (node + self.ring.nodes - 1) % self.ring.nodes
-        self.flood = Flood(address, predecessor, self.seed + len(self.events))
+        self.flood = Flood(address, self.ring.nodes, self.seed + len(self.events))
         self.flood.start()
 
     def flood_ring(self, node):

@@ -7,8 +7,8 @@ One burst is one connection sending one of:
 - raw: random bytes instead of a greeting (ZeroMQ drops the connection);
 - frames: random frames and multi-frame messages of 0-300 bytes;
 - headers: msgpack arrays shaped like zring messages: a ring header of a
-  generation the ring does not have (membership kinds only from a node that
-  is not the target's predecessor: see _IGNORED_KINDS), another protocol
+  generation the ring does not have (membership kinds only from a node the
+  ring file does not list: see _IGNORED_KINDS), another protocol
   version, an unknown type, truncated arrays (every one of them must be
   dropped and counted);
 - oversized: a frame header announcing more than max_message_bytes (ZeroMQ
@@ -58,42 +58,43 @@ def _msgpack_array(items):
 
 # Ring message kinds (lib/wire/wire.hpp): data, up and abort of a generation
 # the ring does not have are dropped from anyone; heartbeat, form and reform
-# are acted on whatever their generation when they claim to come from the
-# node's predecessor (a heartbeat of another generation means it restarted),
-# so those go out only under another sender's index, which is dropped.
+# are acted on whatever their generation when they claim to come from a
+# listed node (a heartbeat of another generation means it restarted), so
+# those go out only under the index of a node the ring file does not list,
+# which is dropped.
 _IGNORED_KINDS = (1, 4, 6)
 _MEMBERSHIP_KINDS = (2, 3, 5)
+_WIRE_VERSION = 2
 
 
-def _fake_header(rng, ipc, predecessor):
+def _fake_header(rng, ipc, nodes):
     """A msgpack message shaped like zring's, never one zringd acts on."""
     choice = rng.randrange(5)
     if choice == 0 and not ipc:  # a ring header of a generation nobody has
         kind = rng.choice(_IGNORED_KINDS + _MEMBERSHIP_KINDS)
-        sender = rng.randrange(16)
-        while kind in _MEMBERSHIP_KINDS and sender == predecessor:
-            sender = rng.randrange(16)
-        return _msgpack_array([1, 2, kind, rng.getrandbits(64), rng.randrange(4), sender,
+        sender = rng.randrange(nodes, nodes + 16) if kind in _MEMBERSHIP_KINDS else rng.randrange(16)
+        return _msgpack_array([_WIRE_VERSION, 2, kind, rng.getrandbits(64), rng.randrange(4), sender,
                                rng.randrange(5), 0, rng.randrange(8), rng.randrange(4),
-                               rng.randrange(4), 0, b"chaos"])
+                               rng.randrange(4), 0, b"chaos", b""])
     if choice == 1:  # another protocol version
-        return _msgpack_array([rng.randrange(2, 100), rng.randrange(1, 5), rng.getrandbits(32)])
+        version = rng.choice([1] + list(range(3, 100)))
+        return _msgpack_array([version, rng.randrange(1, 5), rng.getrandbits(32)])
     if choice == 2:  # an unknown message type
-        return _msgpack_array([1, rng.randrange(6, 120), rng.getrandbits(16)])
+        return _msgpack_array([_WIRE_VERSION, rng.randrange(6, 120), rng.getrandbits(16)])
     if choice == 3:  # an IPC header of a kind clients never send
-        return _msgpack_array([1, 4, rng.choice([2, 4, 5, 6, 10, 99]), rng.getrandbits(16)])
-    full = _msgpack_array([1, 2, 1, rng.getrandbits(64), 0, 0, 1])  # truncated
+        return _msgpack_array([_WIRE_VERSION, 4, rng.choice([2, 4, 5, 6, 10, 99]), rng.getrandbits(16)])
+    full = _msgpack_array([_WIRE_VERSION, 2, 1, rng.getrandbits(64), 0, 0, 1])  # truncated
     return full[:rng.randrange(1, len(full))]
 
 
-def _messages(rng, form, ipc, predecessor):
+def _messages(rng, form, ipc, nodes):
     """The bytes to send after the handshake."""
     out = b""
     for _ in range(rng.randrange(5, 40)):
         parts = rng.randrange(1, 4)
         for p in range(parts):
             if form == "headers" and p == 0:
-                body = _fake_header(rng, ipc, predecessor)
+                body = _fake_header(rng, ipc, nodes)
             else:
                 body = rng.randbytes(rng.randrange(0, 300))
             out += _frame(body, more=p + 1 < parts)
@@ -113,9 +114,9 @@ def _connect(address, timeout_s):
     return s
 
 
-def burst(address, rng, predecessor, form=None, timeout_s=0.5):
+def burst(address, rng, nodes, form=None, timeout_s=0.5):
     """One connection of garbage to address (tcp://HOST:PORT or ipc://PATH)
-    of a node whose ring predecessor has index predecessor.
+    of a node of a ring file that lists `nodes` nodes.
     Returns the form sent, or None when the socket did not take it (a
     daemon that is not there, or frozen: nothing to send garbage to)."""
     ipc = address.startswith("ipc://")
@@ -131,7 +132,7 @@ def burst(address, rng, predecessor, form=None, timeout_s=0.5):
                 if form == "oversized":
                     s.sendall(bytes([0x02]) + struct.pack(">Q", (1 << 33) + rng.randrange(1 << 20)) + b"x" * 64)
                 else:
-                    s.sendall(_messages(rng, form, ipc, predecessor))
+                    s.sendall(_messages(rng, form, ipc, nodes))
             # Close only once the daemon has read it all: a close with its
             # answers unread would reset the connection under the garbage.
             try:

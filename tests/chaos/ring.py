@@ -55,8 +55,10 @@ class Ring:
         lines = ["nodes:"]
         for n, port in enumerate(self.ports):
             lines.append(f"  - {{name: {self.name(n)}, address: tcp://127.0.0.1:{port}, ipc: '{self.ipc(n)}'}}")
+        # The soak checks every op against the average of all ranks: the ring
+        # must not go on without a node (min_nodes is every node).
         lines += [f"local_ranks: {self.local_ranks}", f"timeout_ms: {self.timeout_ms}",
-                  f"heartbeat_ms: {self.heartbeat_ms}", "log_level: info", ""]
+                  f"heartbeat_ms: {self.heartbeat_ms}", f"min_nodes: {self.nodes}", "log_level: info", ""]
         with open(self.config, "w", encoding="utf-8") as f:
             f.write("\n".join(lines))
 

@@ -217,6 +217,20 @@ BOOST_AUTO_TEST_CASE(minimal_ring_gets_the_defaults) {
   BOOST_TEST(config.max_message_bytes == 256u << 20);
   BOOST_TEST(config.log_level == "info");
   BOOST_TEST(config.world_size() == 2u);
+  BOOST_TEST(config.min_nodes == 2u);  // a strict majority of 2
+}
+
+BOOST_AUTO_TEST_CASE(min_nodes_defaults_to_a_strict_majority) {
+  std::string nodes;
+  for (std::size_t n = 1; n <= 6; ++n) {
+    nodes += "  - {name: n" + std::to_string(n) + ", address: tcp://h" + std::to_string(n) + ":1}\n";
+    std::string yaml = "nodes:\n" + nodes + "self: n1\nipc: ipc:///run/zring/zringd.sock\n";
+    BOOST_TEST(parse_config(yaml, "r").min_nodes == n / 2 + 1, n << " nodes");
+    BOOST_TEST(parse_config(yaml + "min_nodes: 1\n", "r").min_nodes == 1u);
+    BOOST_TEST(parse_config(yaml + "min_nodes: " + std::to_string(n) + "\n", "r").min_nodes == n);
+    BOOST_TEST(starts_with(error_of(yaml + "min_nodes: " + std::to_string(n + 1) + "\n"),
+                           "ring.yaml: min_nodes: " + std::to_string(n + 1) + " is above " + std::to_string(n)));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(nodes_keep_ring_order_host_and_port) {
@@ -572,6 +586,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_and_malformed) {
       {"chunk_bytes: 65538", "ring.yaml: chunk_bytes: 65538 is not a multiple of 4"},
       {"gather_bytes: 67108865", "ring.yaml: gather_bytes: 67108865 is above 67108864 (64 MiB)"},
       {"gather_bytes: -1", "ring.yaml: gather_bytes: -1 is below 0"},
+      {"min_nodes: 0", "ring.yaml: min_nodes: 0 is below 1"},
+      {"min_nodes: 3", "ring.yaml: min_nodes: 3 is above 2"},
       {"max_message_bytes: 1000", "ring.yaml: max_message_bytes: 1000 is below 131072 (128 KiB)"},
       {"max_message_bytes: 5000000000", "ring.yaml: max_message_bytes: 5000000000 is above 4294967296 (4 GiB)"},
       {"max_message_bytes: 1114111",
@@ -606,7 +622,7 @@ BOOST_AUTO_TEST_SUITE(keys)
 BOOST_AUTO_TEST_CASE(unknown_key_names_it_and_lists_the_known_ones) {
   const std::string message = error_of(kRing + "timeout: 5\n");
   BOOST_TEST(starts_with(message, "ring.yaml: timeout: unknown key; did you mean 'timeout_ms'?"));
-  BOOST_TEST(contains(message, "(known keys: nodes, self, ipc, local_ranks, timeout_ms, heartbeat_ms, "
+  BOOST_TEST(contains(message, "(known keys: nodes, self, ipc, local_ranks, min_nodes, timeout_ms, heartbeat_ms, "
                                "chunk_bytes, gather_bytes, max_message_bytes, log_level, metrics, curve)"));
   BOOST_TEST(contains(error_of(kRing + "Local_ranks: 2\n"), "did you mean 'local_ranks'?"));
   const std::string unrelated = error_of(kRing + "frobnicate: 1\n");

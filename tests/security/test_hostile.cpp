@@ -53,16 +53,18 @@ bool decodes(const Bytes& bytes) {
 // Frames aimed at node `target` whose predecessor is `p`, successor `s`,
 // in a ring at `generation` that has done about `ops` ops. None of them can
 // be taken for a message the ring expects: each is undecodable, or of
-// another op or generation, or from the wrong sender, or carries an index
-// out of range.
+// another op or generation, or from a sender that cannot send it (data from
+// another node than the predecessor, anything from a node the ring file
+// does not list or from the target itself), or carries an index out of
+// range.
 std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, std::uint32_t p,
                                                          std::uint32_t s, std::uint64_t generation,
                                                          std::uint64_t ops, std::mt19937& random) {
   std::map<std::string, std::vector<Frame>> kinds;
   const Bytes valid = header_bytes(data_header(generation, ops + 1000, s, Phase::reduce, 0, 0, 1));
   const Bytes payload(4000, 0x3f);
-  // [0x9d, version, type, ...]: the version is the second byte.
-  for (const std::uint8_t version : {0x00, 0x02, 0x7f}) {
+  // [0x9e, version, type, ...]: the version is the second byte.
+  for (const std::uint8_t version : {0x00, 0x01, 0x03, 0x7f}) {
     Bytes b = valid;
     b[1] = version;
     kinds["wrong version"].push_back({{b}, true});
@@ -85,17 +87,17 @@ std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, s
   // Lengths that promise far more than the frame holds, or absurd nesting.
   const std::vector<Bytes> absurd{
       {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02},              // array of 2^32 - 1 items
-      {0x9d, 0x01, 0x02, 0xdb, 0xff, 0xff, 0xff, 0xff, 'x'},   // str of 4 GiB as the kind
-      {0x9d, 0x01, 0x02, 0xc6, 0x7f, 0xff, 0xff, 0xff, 0x00},  // bin of 2 GiB
+      {0x9e, 0x02, 0x02, 0xdb, 0xff, 0xff, 0xff, 0xff, 'x'},   // str of 4 GiB as the kind
+      {0x9e, 0x02, 0x02, 0xc6, 0x7f, 0xff, 0xff, 0xff, 0x00},  // bin of 2 GiB
       {0xdf, 0xff, 0xff, 0xff, 0xff},                          // map of 2^32 - 1 pairs
       {0xdc, 0xff, 0xff},                                      // array16 of 65535, empty
   };
   for (const Bytes& b : absurd) kinds["absurd lengths"].push_back({{b}, true});
   {
-    Bytes text = valid;  // the last item, the text, claims 4 GiB
-    text.back() = 0xdb;
-    text.insert(text.end(), {0xff, 0xff, 0xff, 0xff, 'a', 'b'});
-    kinds["absurd lengths"].push_back({{text}, true});
+    Bytes members = valid;  // the last item, the members (an empty bin), claims 4 GiB
+    members.resize(members.size() - 2);
+    members.insert(members.end(), {0xc6, 0xff, 0xff, 0xff, 0xff, 'a', 'b'});
+    kinds["absurd lengths"].push_back({{members}, true});
     Bytes deep(2000, 0x91);  // 2000 nested one-item arrays
     deep.push_back(0x01);
     kinds["absurd lengths"].push_back({{deep}, true});
@@ -109,11 +111,15 @@ std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, s
         {{header_bytes(data_header(g, ops, p, Phase::reduce, 0, 0, 1)), payload}, false});
   for (const std::uint32_t sender : {target, s, 7u, 0xffffffffu}) {
     if (sender == p) continue;
+    // Membership messages come from any listed node (heartbeats from every
+    // one): only the node itself and nodes the ring file does not list are
+    // wrong senders of those. Data comes only from the predecessor.
     for (const wire::RingKind kind :
          {wire::RingKind::heartbeat, wire::RingKind::form, wire::RingKind::reform,
           wire::RingKind::abort, wire::RingKind::up})
-      kinds["valid header, wrong sender"].push_back(
-          {{header_bytes(control_header(kind, generation + 2, sender, ops))}, false});
+      if (sender != s)
+        kinds["valid header, wrong sender"].push_back(
+            {{header_bytes(control_header(kind, generation + 2, sender, ops))}, false});
     kinds["valid header, wrong sender"].push_back(
         {{header_bytes(data_header(generation, ops, sender, Phase::reduce, 0, 0, 1)), payload},
          false});

@@ -47,7 +47,7 @@ BOOST_AUTO_TEST_CASE(a_client_that_stops_staging_fails_the_op_with_a_timeout_nam
   board_of(*sides.client).reset();
   board_of(*sides.client).stage(5);
   RegionStaging staging({sides.daemon}, {"rank 5 (local rank 0 of node 'x')"},
-                        collective::StagingOrder(1000, 2, 0), std::chrono::milliseconds(200));
+                        collective::StagingOrder(1000, 2, 0), std::chrono::milliseconds(200), 2, 0);
   staging.wait_staged(0, 5);  // there already
   try {
     staging.wait_staged(0, 10);
@@ -74,7 +74,8 @@ BOOST_AUTO_TEST_CASE(staged_values_arrive_in_order_and_only_published_averages_c
   transfer.stage();
   BOOST_TEST(board_of(*sides.daemon).staged.load() == n);
   {
-    RegionStaging staging({sides.daemon}, {"rank 1"}, order, std::chrono::milliseconds(1000));
+    RegionStaging staging({sides.daemon}, {"rank 1"}, order, std::chrono::milliseconds(1000), order.segments(),
+                          order.node());
     staging.wait_all();
     float* v = sides.daemon_values();
     for (std::size_t i = 0; i < n; ++i) {

@@ -68,6 +68,7 @@ RingHeader sample_ring_header(RingKind kind) {
   h.origin = 4;
   h.error_code = static_cast<std::uint32_t>(ErrorCode::timeout);
   h.text = "op 3 failed at node 'b': \xc3\xa9t\xc3\xa9 " + std::to_string(static_cast<int>(kind));
+  if (kind == RingKind::form || kind == RingKind::heartbeat) h.members = {0, 3, 9, 4095};
   return h;
 }
 
@@ -162,6 +163,7 @@ void check_equal(const RingHeader& got, const RingHeader& want) {
   BOOST_TEST(got.origin == want.origin);
   BOOST_TEST(got.error_code == want.error_code);
   BOOST_TEST(got.text == want.text);
+  BOOST_TEST(got.members == want.members, boost::test_tools::per_element());
 }
 
 void check_equal(const NodeSummary& got, const NodeSummary& want) {

@@ -22,10 +22,10 @@ namespace {
 struct Builder {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> p{buffer};
-  // [1, 1, ...] with room for `items` body items.
+  // [version, 1, ...] with room for `items` body items.
   Builder& header(std::uint32_t body_items = 1) {
     p.pack_array(2 + body_items);
-    p.pack_uint32(1);
+    p.pack_uint32(zring::wire::kWireVersion);
     p.pack_uint32(1);
     return *this;
   }
@@ -75,14 +75,14 @@ BOOST_AUTO_TEST_CASE(top_level_must_be_an_array) {
   for (const Bytes& bytes : {Bytes{0x80}, Bytes{0x01}, Bytes{0xa1, 'x'}, Bytes{0xc0}})
     expect_malformed(bytes, "array");
   expect_malformed(Bytes{0x90}, "version, type");        // []
-  expect_malformed(Bytes{0x91, 0x01}, "version, type");  // [1]
+  expect_malformed(Bytes{0x91, 0x02}, "version, type");  // [2]
   expect_malformed(Bytes{0x92, 0xa1, 'x', 0x01}, "unsigned integer");
 }
 
 BOOST_AUTO_TEST_CASE(array_claiming_2_pow_32_elements) {
   Builder root;  // the root itself claims 2^32 - 1 items
   root.p.pack_array(0xFFFFFFFFu);
-  root.p.pack_uint32(1);
+  root.p.pack_uint32(zring::wire::kWireVersion);
   root.p.pack_uint32(1);
   expect_malformed(root.bytes(), "4294967295");
 

@@ -48,9 +48,9 @@ BOOST_AUTO_TEST_CASE(every_kind_round_trips_with_a_manifest) {
 
 BOOST_AUTO_TEST_CASE(default_header_layout_is_pinned) {
   const Bytes bytes = wire::encode_ipc_header({});
-  // array16 of 17: 1, 4, kind 1, request 0, local_rank 0, manifest ["", []],
+  // array16 of 17: 2, 4, kind 1, request 0, local_rank 0, manifest ["", []],
   // five u32, node "", op, wire_bytes, dense_bytes, error_code, text "".
-  const Bytes want = {0xdc, 0, 17, 1, 4, 1, 0, 0, 0x92, 0xa0, 0x90,
+  const Bytes want = {0xdc, 0, 17, 2, 4, 1, 0, 0, 0x92, 0xa0, 0x90,
                       0,    0, 0,  0, 0, 0xa0, 0, 0, 0, 0, 0xa0};
   BOOST_TEST(bytes == want, boost::test_tools::per_element());
   wt::check_equal(wire::decode_ipc_header(bytes.data(), bytes.size()), wire::IpcHeader{});
@@ -129,7 +129,7 @@ BOOST_AUTO_TEST_CASE(hostile_manifests) {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> p(buffer);
   p.pack_array(17);
-  p.pack_uint32(1);
+  p.pack_uint32(zring::wire::kWireVersion);
   p.pack_uint32(4);
   p.pack_uint32(3);
   p.pack_uint32(0);

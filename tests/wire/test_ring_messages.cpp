@@ -43,13 +43,13 @@ Value summary_value() { return wt::parse_value(wire::encode_summary(wt::sample_s
 // The manifest of a summary Value: [method, [[name, shape, numel]...]].
 Value& tensors(Value& message) { return message[2][1]; }
 
-// [1, type, ...] whose first body item is an array claiming `items` items,
+// [version, type, ...] whose first body item is an array claiming `items` items,
 // followed by nothing: the claim must be refused before anything is built.
 Bytes claiming_array(std::uint32_t type, std::uint32_t root_items, std::uint32_t items) {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> p(buffer);
   p.pack_array(root_items);
-  p.pack_uint32(1);
+  p.pack_uint32(zring::wire::kWireVersion);
   p.pack_uint32(type);
   p.pack_array(items);
   const auto* b = reinterpret_cast<const std::uint8_t*>(buffer.data());
@@ -89,10 +89,23 @@ BOOST_AUTO_TEST_CASE(layout_is_pinned) {
   h.sender = 1;
   h.tag = {Phase::reduce, 5, 6, 7};
   h.text = "x";
-  // fixarray of 13: version 1, type 2, kind, generation, op, sender, phase,
-  // segment, chunk, hop, origin, error_code, text.
-  const Bytes want = {0x9d, 1, 2, 1, 3, 4, 1, 2, 5, 6, 7, 0, 0, 0xa1, 'x'};
+  // fixarray of 14: version 2, type 2, kind, generation, op, sender, phase,
+  // segment, chunk, hop, origin, error_code, text, members (bin 8 of 0 bytes).
+  const Bytes want = {0x9e, 2, 2, 1, 3, 4, 1, 2, 5, 6, 7, 0, 0, 0xa1, 'x', 0xc4, 0};
   BOOST_TEST(wire::encode_ring_header(h) == want, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(members_travel_as_a_bitmap) {
+  wire::RingHeader h;
+  h.kind = wire::RingKind::form;
+  h.members = {0, 9, 10};
+  const Bytes bytes = wire::encode_ring_header(h);
+  const Bytes tail = {0xc4, 2, 0x01, 0x06};  // bits 0; 9 and 10
+  BOOST_TEST(Bytes(bytes.end() - 4, bytes.end()) == tail, boost::test_tools::per_element());
+  BOOST_TEST(wire::decode_ring_header(bytes.data(), bytes.size()).members == h.members,
+             boost::test_tools::per_element());
+  h.members = {static_cast<std::uint32_t>(wire::kMaxRingNodes)};
+  BOOST_TEST((wt::code_of([&] { (void)wire::encode_ring_header(h); }) == ErrorCode::invalid_argument));
 }
 
 BOOST_AUTO_TEST_CASE(long_texts_are_cut_at_a_character_boundary) {
@@ -158,29 +171,35 @@ BOOST_AUTO_TEST_CASE(bounds_of_the_tree) {
   m[12] = std::string(wire::kMaxRingTextBytes + 1, 'x');
   wt::expect_malformed(ring, wt::pack_value(m), "4097");
   m = ring_value();
-  m[12] = Value::binary({1, 2});  // ring headers carry no binaries
-  wt::expect_malformed(ring, wt::pack_value(m), "binary");
+  m[12] = Value::binary({1, 2});  // the text is a string
+  wt::expect_malformed(ring, wt::pack_value(m), "text: not a string");
+  m = ring_value();
+  m[13] = Value::binary(Bytes(wire::kMaxRingNodes / 8 + 1, 1));  // more nodes than a ring has
+  wt::expect_malformed(ring, wt::pack_value(m), std::to_string(wire::kMaxRingNodes / 8 + 1));
+  m = ring_value();
+  m[13] = Value::binary({1, 0});  // one way to write each set of members
+  wt::expect_malformed(ring, wt::pack_value(m), "members: a trailing zero byte");
   m = ring_value();
   m[3] = Value::Array{};  // nothing nests in a ring header
   wt::expect_malformed(ring, wt::pack_value(m), "nested");
   m = ring_value();
   m.items.pop_back();
-  wt::expect_malformed(ring, wt::pack_value(m), "expected 13");
+  wt::expect_malformed(ring, wt::pack_value(m), "expected 14");
   m = ring_value();
   m.items.push_back(1);
-  wt::expect_malformed(ring, wt::pack_value(m), "at most 13");
+  wt::expect_malformed(ring, wt::pack_value(m), "at most 14");
   wt::expect_malformed(ring, claiming_array(2, 0xFFFFFFFFu, 0), "4294967295");
   Bytes trailing = wt::pack_value(ring_value());
   trailing.push_back(0xc0);
   wt::expect_malformed(ring, trailing, "trailing");
-  wt::expect_malformed(ring, Bytes{0x93, 1, 2, 0x80}, "map");  // [1, 2, {}]
+  wt::expect_malformed(ring, Bytes{0x93, 2, 2, 0x80}, "map");  // [2, 2, {}]
 }
 
 BOOST_AUTO_TEST_CASE(other_message_types) {
   const Bytes s = wire::encode_summary(wt::sample_summary());
   wt::expect_malformed(ring, s, "expected a message of type 2 (ring header), got type 3");
   wt::expect_malformed(ring, wire::encode_gradients({}), "got type 1 (gradients)");
-  wt::expect_malformed(ring, Bytes{0x92, 1, 6}, "unknown message type 6");
+  wt::expect_malformed(ring, Bytes{0x92, 2, 6}, "unknown message type 6");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -198,7 +217,7 @@ BOOST_AUTO_TEST_CASE(empty_summary_round_trips) {
   const NodeSummary s;
   const Bytes bytes = wire::encode_summary(s);
   // fixarray of 8: 1, 3, [method "", []], error "", code 0, bin 0, bin 0, 0.
-  const Bytes want = {0x98, 1, 3, 0x92, 0xa0, 0x90, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
+  const Bytes want = {0x98, 2, 3, 0x92, 0xa0, 0x90, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
   BOOST_TEST(bytes == want, boost::test_tools::per_element());
   wt::check_equal(wire::decode_summary(bytes.data(), bytes.size()), s);
 }
@@ -250,7 +269,7 @@ BOOST_AUTO_TEST_CASE(arrays_claiming_2_pow_32_items) {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> p(buffer);
   p.pack_array(8);
-  p.pack_uint32(1);
+  p.pack_uint32(zring::wire::kWireVersion);
   p.pack_uint32(3);
   p.pack_array(2);
   p.pack(std::string("none"));

@@ -10,6 +10,8 @@
 #include <zring/error.hpp>
 #include <zring/tensor.hpp>
 
+#include "wire/wire.hpp"
+
 namespace zring::wire_test {
 
 using Bytes = std::vector<std::uint8_t>;
@@ -33,7 +35,7 @@ struct RawEntry {
 RawEntry raw_entry(const std::string& name, const CompressedGradient& g);
 
 // [version, type, [entries...]] packed as given.
-Bytes pack_message(const std::vector<RawEntry>& entries, std::uint64_t version = 1,
+Bytes pack_message(const std::vector<RawEntry>& entries, std::uint64_t version = zring::wire::kWireVersion,
                    std::uint64_t type = 1);
 
 // Runs f and returns the code of the zring::Error it throws; fails the

@@ -1,0 +1,198 @@
+// The elastic ring with real daemons: a node killed for good, the first
+// node killed, too few nodes left for a quorum, a killed node started
+// again. Each round is one op on every live rank at once, as a training
+// step; every result is compared with the reference average over the ranks
+// of the ring that ran it, and must have the same bits on every rank.
+#define BOOST_TEST_MODULE elastic
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "proc/local_ring.hpp"
+#include "support/reference.hpp"
+
+using namespace zring;
+using namespace zring::proc;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kTimeoutMs = 2000;
+const std::vector<std::size_t> kSizes = {5, 300000};
+constexpr std::uint64_t kSeed = 31;
+
+LocalRingOptions options(std::size_t nodes) {
+  LocalRingOptions o;
+  o.zringd = ZRING_ZRINGD_PATH;
+  o.nodes = nodes;
+  o.timeout_ms = kTimeoutMs;
+  o.heartbeat_ms = 100;
+  return o;
+}
+
+// A `ring_client --talk` on each node, ready for rounds; client n is
+// listed rank n.
+struct Clients {
+  LocalRing& ring;
+  std::vector<Process> talking;
+
+  Clients(LocalRing& r, std::size_t nodes) : ring(r), talking(nodes) {
+    for (std::size_t n = 0; n < nodes; ++n) start(n);
+  }
+
+  void start(std::size_t n) {
+    talking.at(n) = Process::spawn_talking(
+        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", "none", std::to_string(kSeed), "5,300000",
+         std::to_string(4 * kTimeoutMs)},
+        ring.dir() + "/client" + std::to_string(n) + ".err");
+    const auto ready = talking.at(n).read_line(std::chrono::seconds(30));
+    BOOST_TEST_REQUIRE(ready.has_value());
+    BOOST_TEST_REQUIRE(ready->rfind("ready", 0) == 0, *ready);
+  }
+
+  std::string file(std::uint64_t round, std::size_t n) const {
+    return ring.dir() + "/round" + std::to_string(round) + "-" + std::to_string(n);
+  }
+
+  // Round `round` on the clients of `nodes` at once; their answers.
+  std::vector<std::string> round(std::uint64_t round, const std::vector<std::size_t>& nodes) {
+    for (const std::size_t n : nodes) talking[n].send_line("round " + std::to_string(round) + " " + file(round, n));
+    std::vector<std::string> answers;
+    for (const std::size_t n : nodes)
+      answers.push_back(talking[n].read_line(std::chrono::seconds(60)).value_or("no answer"));
+    return answers;
+  }
+};
+
+bool all_ok(const std::vector<std::string>& answers) {
+  for (const std::string& a : answers)
+    if (a != "ok") return false;
+  return true;
+}
+
+std::string joined(const std::vector<std::string>& answers) {
+  std::string text;
+  for (const std::string& a : answers) text += "\n  " + a;
+  return text;
+}
+
+// Round after round on `nodes` from `first`, until one works on all of them
+// or `within` passed; returns that round, or nothing. `failed` collects the
+// answers of the rounds that did not work.
+std::optional<std::uint64_t> first_good_round(Clients& clients, const std::vector<std::size_t>& nodes,
+                                              std::uint64_t first, std::chrono::milliseconds within,
+                                              std::string* failed) {
+  const auto until = Clock::now() + within;
+  for (std::uint64_t r = first; Clock::now() < until; ++r) {
+    const auto answers = clients.round(r, nodes);
+    if (all_ok(answers)) return r;
+    *failed += joined(answers);
+  }
+  return std::nullopt;
+}
+
+// The round's result on every node of `nodes` is the same bytes, and is
+// the average over those nodes' ranks.
+void check_round(const Clients& clients, std::uint64_t round, const std::vector<std::size_t>& nodes) {
+  const std::string bytes = read_file(clients.file(round, nodes.front()));
+  for (const std::size_t n : nodes)
+    BOOST_TEST((read_file(clients.file(round, n)) == bytes), "round " << round << ": node " << n << " got other bytes");
+  std::vector<TensorMap> inputs;
+  for (const std::size_t n : nodes) inputs.push_back(testing::make_gradients(kSeed, round, n, kSizes));
+  const TensorMap result = testing::tensors_from_bytes(bytes, 0, inputs[0]);
+  const testing::Comparison cmp =
+      testing::compare(result, testing::expected_average(CompressionMethod::parse("none"), inputs, nullptr));
+  BOOST_TEST(cmp.ok(), "round " << round << " on " << nodes.size() << " nodes: " << cmp.bad
+                                << " bad; first: " << cmp.first_bad);
+}
+
+// Product promise: the others go on within timeout_ms plus one op; the
+// tests allow the ring's timeout three times over on a loaded machine.
+constexpr std::chrono::milliseconds kGoesOnWithin{3 * kTimeoutMs + 10000};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_node_killed_for_good_leaves_a_ring_that_goes_on_exactly) {
+  LocalRing ring(options(4));
+  ring.start_all();
+  ring.wait_up();
+  Clients clients(ring, 4);
+  BOOST_TEST_REQUIRE(all_ok(clients.round(0, {0, 1, 2, 3})));
+  check_round(clients, 0, {0, 1, 2, 3});
+  ring.daemon(2).kill();
+  clients.talking[2].kill();
+  const auto killed = Clock::now();
+  std::string failed;
+  const auto good = first_good_round(clients, {0, 1, 3}, 1, kGoesOnWithin, &failed);
+  BOOST_TEST_REQUIRE(good.has_value(), "no round worked on nodes 0, 1, 3 after node 2 died:" << failed);
+  BOOST_TEST_MESSAGE("the ring went on " << std::chrono::duration<double>(Clock::now() - killed).count()
+                                          << " s after the kill, at round " << *good);
+  check_round(clients, *good, {0, 1, 3});
+  // The failed rounds said why: node 2 is gone, or the ring changed.
+  BOOST_TEST((failed.empty() || failed.find("n2") != std::string::npos), failed);
+  BOOST_TEST_REQUIRE(all_ok(clients.round(*good + 1, {0, 1, 3})));
+  check_round(clients, *good + 1, {0, 1, 3});
+}
+
+BOOST_AUTO_TEST_CASE(when_the_first_node_dies_another_coordinates) {
+  LocalRing ring(options(3));
+  ring.start_all();
+  ring.wait_up();
+  Clients clients(ring, 3);
+  BOOST_TEST_REQUIRE(all_ok(clients.round(0, {0, 1, 2})));
+  ring.daemon(0).kill();
+  clients.talking[0].kill();
+  std::string failed;
+  const auto good = first_good_round(clients, {1, 2}, 1, kGoesOnWithin, &failed);
+  BOOST_TEST_REQUIRE(good.has_value(), "no round worked on nodes 1, 2 after node 0 died:" << failed);
+  check_round(clients, *good, {1, 2});
+}
+
+BOOST_AUTO_TEST_CASE(without_a_quorum_the_ring_stops_saying_so_and_goes_on_when_one_is_back) {
+  LocalRing ring(options(4));  // min_nodes: 3 of 4
+  ring.start_all();
+  ring.wait_up();
+  Clients clients(ring, 4);
+  BOOST_TEST_REQUIRE(all_ok(clients.round(0, {0, 1, 2, 3})));
+  for (const std::size_t n : {2, 3}) {
+    ring.daemon(n).kill();
+    clients.talking[n].kill();
+  }
+  // Rounds on n0 and n1 fail until one says there is no quorum.
+  std::string said;
+  const auto until = Clock::now() + kGoesOnWithin;
+  std::uint64_t r = 1;
+  while (said.find("no quorum") == std::string::npos && Clock::now() < until) {
+    const auto answers = clients.round(r++, {0, 1});
+    for (const std::string& a : answers) BOOST_TEST_REQUIRE(a != "ok", "round " << r - 1 << " worked without a quorum");
+    said = joined(answers);
+  }
+  BOOST_TEST(said.find("no quorum: 2 of the 4 listed nodes are reachable ([n0 n1]), and min_nodes is 3") !=
+                 std::string::npos,
+             said);
+  ring.start(3);
+  clients.start(3);
+  std::string failed;
+  const auto good = first_good_round(clients, {0, 1, 3}, r, kGoesOnWithin, &failed);
+  BOOST_TEST_REQUIRE(good.has_value(), "no round worked once node 3 was back:" << failed);
+  check_round(clients, *good, {0, 1, 3});
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_node_started_again_is_taken_back_in) {
+  LocalRing ring(options(3));
+  ring.start_all();
+  ring.wait_up();
+  Clients clients(ring, 3);
+  BOOST_TEST_REQUIRE(all_ok(clients.round(0, {0, 1, 2})));
+  ring.daemon(1).kill();
+  clients.talking[1].kill();
+  std::string failed;
+  const auto smaller = first_good_round(clients, {0, 2}, 1, kGoesOnWithin, &failed);
+  BOOST_TEST_REQUIRE(smaller.has_value(), "no round worked on nodes 0, 2:" << failed);
+  ring.start(1);
+  clients.start(1);
+  const auto whole = first_good_round(clients, {0, 1, 2}, *smaller + 1, kGoesOnWithin, &failed);
+  BOOST_TEST_REQUIRE(whole.has_value(), "no round worked on all three once node 1 was back:" << failed);
+  check_round(clients, *whole, {0, 1, 2});
+}
