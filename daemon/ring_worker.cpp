@@ -17,6 +17,9 @@ namespace {
 
 using collective::Clock;
 
+// A job met ring changes before its summaries at most this often; then it fails.
+constexpr unsigned kMostRuns = 3;
+
 std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -304,7 +307,17 @@ void RingWorker::execute(OpJob& job) {
     r.ring.end_op(Status{e.code(), e.what(), true});
     done.failure = Status{e.code(), e.what()};
   } catch (const Error& e) {
+    // The ring changed before any node could write a result: every node
+    // runs the op on the next ring, also the ones that had not begun it.
+    const bool again = r.ring.op_may_run_again() && ++job.runs < kMostRuns;
+    if (again && staging) staging->keep_open();
     r.ring.end_op(Status{e.code(), e.what(), false});
+    if (again) {
+      log_info("op " + std::to_string(done.op) + " runs again on the next ring: " + e.what());
+      std::lock_guard lock(mutex_);
+      jobs_.push_front(std::move(job));
+      return;
+    }
     done.failure = Status{e.code(), e.what()};
   } catch (const std::exception& e) {
     const std::string text = std::string("op failed inside zringd: ") + e.what();

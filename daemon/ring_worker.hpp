@@ -53,6 +53,8 @@ struct OpJob {
   std::vector<std::string> staged_who;
   std::optional<Status> failure;          // the node cannot take part in this op
   std::optional<std::size_t> reset_rank;   // a reset job, not an op
+  unsigned runs = 0;                       // how often the ring began it (a ring change can
+                                           // make it run again)
 };
 
 struct OpDone {

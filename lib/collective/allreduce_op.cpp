@@ -211,6 +211,7 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
   const std::vector<NodeSummary> summaries =
       exchange_summaries(link, context, own, plan.get(), out.stats);
   out.phases.summarized = Clock::now();
+  link.summaries_known();
   check_summaries(link, context, summaries);
   out.elements = in.elements();
   out.values = input.output ? std::shared_ptr<float[]>(input.output_owner, input.output)

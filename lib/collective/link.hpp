@@ -91,6 +91,9 @@ class RingLink {
   // instead of throwing timeout (for a short wait while this node is busy
   // with something else).
   virtual std::optional<Message> recv_until(Deadline deadline) = 0;
+  // The op knows every node's summary: from here on it may write results.
+  // Until then a failure of the op has changed nothing anywhere.
+  virtual void summaries_known() {}
 };
 
 }  // namespace zring::collective

@@ -63,6 +63,7 @@ RegionStaging::RegionStaging(std::vector<std::shared_ptr<SharedRegion>> regions,
       published_(order.segments(), 0) {}
 
 RegionStaging::~RegionStaging() {
+  if (open_) return;
   for (const auto& region : regions_) {
     if (!region) continue;
     StagingBoard& board = board_of(*region);

@@ -73,6 +73,8 @@ class RegionStaging final : public collective::LocalStaging {
   void wait_all() override;
   void publish(std::size_t segment, std::size_t upto) override;
   void publish_prefix(std::size_t end) override;
+  // The op runs again: the clients are not told it is over when this goes.
+  void keep_open() noexcept { open_ = true; }
 
  private:
   void wait_for(std::size_t l, std::uint64_t position);
@@ -82,6 +84,7 @@ class RegionStaging final : public collective::LocalStaging {
   collective::StagingOrder order_;
   std::chrono::milliseconds timeout_;
   bool streams_;                        // the ring's segments are the order's
+  bool open_ = false;                   // keep_open()
   std::vector<std::size_t> published_;  // per segment, what publish_prefix told last
 };
 

@@ -408,7 +408,10 @@ void ZmqRing::apply_membership() {
     touched.push_back(out.to);
   }
   if (std::optional<Status> broken = membership_.take_break()) {
-    if (op_ && !op_failure_) op_failure_ = std::move(broken);
+    if (op_ && !op_failure_) {
+      op_failure_ = std::move(broken);
+      retry_ = !summaries_known_;
+    }
   }
   if (membership_.take_adopted()) {
     next_op_ = 0;
@@ -446,6 +449,7 @@ std::uint64_t ZmqRing::begin_op() {
   op_generation_ = generation();
   op_ = op;
   op_failure_.reset();
+  summaries_known_ = retry_ = false;
   membership_.op_began();
   while (!early_.empty() && early_.front().first != op) early_.pop_front();
   return op;
@@ -454,11 +458,14 @@ std::uint64_t ZmqRing::begin_op() {
 void ZmqRing::end_op(const std::optional<Status>& failure) {
   const std::uint64_t op = op_.value_or(0);
   const bool aborted_by_others = op_failure_.has_value();
+  const bool ring_changed = op_failure_ && retry_;
   const std::vector<std::uint32_t> ring = std::move(op_members_);
   op_.reset();
   op_failure_.reset();
+  summaries_known_ = retry_ = false;
   membership_.op_ended();
-  if (!failure || failure->everyone_knows || listed() == 1) return;
+  // A ring change before the summaries: the ring is re-forming already.
+  if (!failure || failure->everyone_knows || listed() == 1 || ring_changed) return;
   // Our ranks and the others' may now disagree on what the next op is:
   // start a new generation, and tell the others to fail this op now.
   if (!aborted_by_others && op_generation_ == generation()) {

@@ -102,6 +102,11 @@ class ZmqRing final : public collective::RingLink {
   // the ring re-forms, so that no node can pair this op's data with
   // another op's.
   void end_op(const std::optional<Status>& failure);
+  // Whether the op that just failed should run again on the next ring: the
+  // ring changed under it before this node knew every summary, so nothing
+  // of it was written anywhere, and the nodes that had not begun it yet will
+  // run it on the new ring. Valid between the failure and end_op.
+  [[nodiscard]] bool op_may_run_again() const noexcept { return op_failure_ && retry_; }
 
   // --- RingLink (positions in the current ring) ----------------------------------
   std::size_t node() const noexcept override;
@@ -110,6 +115,7 @@ class ZmqRing final : public collective::RingLink {
   void send(const collective::ChunkTag& tag, collective::Bytes payload) override;
   collective::Message recv(collective::Deadline deadline) override;
   std::optional<collective::Message> recv_until(collective::Deadline deadline) override;
+  void summaries_known() override { summaries_known_ = true; }
 
   // "node 'b' (tcp://...)": a listed node.
   [[nodiscard]] std::string label(std::size_t listed) const;
@@ -185,6 +191,8 @@ class ZmqRing final : public collective::RingLink {
   std::vector<std::uint32_t> op_members_;  // its ring
   std::optional<Status> poisoned_;    // the next op was aborted before this node began it
   std::optional<Status> op_failure_;  // set by control messages mid-op
+  bool summaries_known_ = false;      // the op knows every summary
+  bool retry_ = false;                // op_failure_ is a ring change before that
 
   RingCounters counters_;
   const std::atomic<bool>* interrupt_ = nullptr;

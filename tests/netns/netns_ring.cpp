@@ -43,6 +43,7 @@ std::string NetnsRing::yaml() const {
     << "heartbeat_ms: " << options_.heartbeat_ms << "\n"
     << "chunk_bytes: " << options_.chunk_bytes << "\n"
     << "log_level: " << options_.log_level << "\n";
+  if (options_.min_nodes != 0) y << "min_nodes: " << options_.min_nodes << "\n";
   return y.str();
 }
 

@@ -24,6 +24,7 @@ struct NetnsRingOptions {
   int timeout_ms = 2000;
   int heartbeat_ms = 200;
   std::size_t chunk_bytes = 256 * 1024;
+  std::size_t min_nodes = 0;  // 0: zringd's default (a majority)
   std::string log_level = "info";
 };
 

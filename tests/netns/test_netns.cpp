@@ -119,6 +119,9 @@ struct RingFixture {
                    o.ring_client = ZRING_RING_CLIENT_PATH;
                    o.timeout_ms = kTimeoutMs;
                    o.heartbeat_ms = 200;
+                   // These scenarios check that no op completes while a link
+                   // is down: a ring that may not go on without a node.
+                   o.min_nodes = kNodes;
                    return o;
                  }()};
   std::mt19937 rng{20261130};
