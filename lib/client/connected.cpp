@@ -210,7 +210,7 @@ class Connected final : public CompressedAllReduce::Impl {
     for (const auto& [name, shape] : shapes) {
       std::size_t numel = 1;
       for (std::size_t extent : shape) numel *= extent;
-      collective::TensorSpec spec{name, {}, numel};
+      wire::TensorSpec spec{name, {}, numel};
       for (std::size_t extent : shape) spec.shape.push_back(extent);
       request.manifest.tensors.push_back(std::move(spec));
     }

@@ -18,31 +18,17 @@
 #include <string>
 #include <vector>
 
+#include "wire/messages.hpp"
+
 namespace zring::collective {
 
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
-// The phase of an op a data message belongs to.
-enum class Phase : std::uint8_t {
-  manifest = 1,  // all-gather of each node's manifest, statistics, sizes
-  reduce = 2,    // reduce-scatter: partial sums travelling to their owner
-  gather = 3,    // all-gather of reduced segments
-  blobs = 4,     // all-gather of each node's compressed payloads (sparse methods)
-};
-
-// Identifies one data message within an op. The transport adds and checks
-// version, ring generation, op sequence and sender.
-struct ChunkTag {
-  Phase phase = Phase::manifest;
-  std::uint32_t segment = 0;  // reduce/gather: segment; manifest/blobs: origin node
-  std::uint32_t chunk = 0;    // chunk within the segment or blob
-  std::uint32_t hop = 0;      // how many nodes the message has passed through
-
-  friend bool operator==(const ChunkTag& a, const ChunkTag& b) {
-    return a.phase == b.phase && a.segment == b.segment && a.chunk == b.chunk && a.hop == b.hop;
-  }
-};
+// The phase and tag of a data message (wire/messages.hpp: the wire carries
+// them in every RingHeader).
+using wire::ChunkTag;
+using wire::Phase;
 
 // Bytes that keep whatever owns them alive (a ZeroMQ message, a vector...),
 // so payloads are handed along without copies.

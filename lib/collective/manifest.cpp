@@ -14,12 +14,6 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
 
 }  // namespace
 
-std::uint64_t Manifest::elements() const noexcept {
-  std::uint64_t total = 0;
-  for (const TensorSpec& t : tensors) total += t.numel;
-  return total;
-}
-
 std::string manifest_difference(const Manifest& a, const std::string& a_who, const Manifest& b,
                                 const std::string& b_who) {
   if (a.method != b.method) {

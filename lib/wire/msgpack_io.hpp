@@ -27,7 +27,7 @@
 
 #include <msgpack.hpp>
 
-#include "collective/manifest.hpp"
+#include "wire/messages.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::wire::detail {
@@ -143,10 +143,9 @@ struct TreeLimits {
                                                     std::string_view context,
                                                     std::string_view numel_field);
 
-void pack_manifest(Packer& p, const collective::Manifest& manifest);
+void pack_manifest(Packer& p, const Manifest& manifest);
 // Checks every rule of the manifest layout in wire.hpp.
-[[nodiscard]] collective::Manifest read_manifest(const msgpack::object& o,
-                                                 std::string_view context);
+[[nodiscard]] Manifest read_manifest(const msgpack::object& o, std::string_view context);
 
 // The TreeLimits of a message whose root holds root_items items (version and
 // type included), one of them a manifest, its other strings at most max_text

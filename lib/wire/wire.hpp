@@ -31,8 +31,7 @@
 
 #include <zring/compression.hpp>
 
-#include "collective/link.hpp"
-#include "collective/manifest.hpp"
+#include "wire/messages.hpp"
 
 namespace zring::wire {
 
@@ -43,7 +42,7 @@ inline constexpr std::uint32_t kWireVersion = 2;
 enum class MessageType : std::uint32_t {
   gradients = 1,  // a CompressedMap (one rank's compressed gradients)
   ring = 2,       // a RingHeader (ring traffic between zringd nodes)
-  summary = 3,    // a collective::NodeSummary (the first phase of every op)
+  summary = 3,    // a NodeSummary (the first phase of every op)
   ipc = 4,        // an IpcHeader (client or zringctl <-> zringd)
   trace = 5,      // a Trace (zringd -> zringctl: the timeline of its last ops)
 };
@@ -99,7 +98,7 @@ struct DecodeLimits {
 
 // --- manifests (inside summaries and IPC headers) --------------------------------
 //
-// A collective::Manifest travels as
+// A Manifest travels as
 //   [method (str, <= kMaxMethodBytes, not parsed here),
 //    [[name (str, 1..kMaxManifestNameBytes), shape (array of <= kMaxManifestRank
 //      uint, each < 2^32), numel (uint < 2^32, the product of the shape)]...]]
@@ -128,7 +127,7 @@ struct RingHeader {
   std::uint64_t generation = 0;
   std::uint64_t op = 0;
   std::uint32_t sender = 0;       // listed index (ring file order) of the node that sent this
-  collective::ChunkTag tag;       // data
+  ChunkTag tag;                   // data
   std::uint32_t origin = 0;       // form, up, abort, reform: where it started
   std::uint32_t error_code = 0;   // abort: zring::ErrorCode
   std::string text;               // form, abort, reform: why
@@ -157,8 +156,8 @@ inline constexpr std::size_t kMaxRingNodes = 4096;
 //  nonfinite (bin: 12 bytes each: u32 tensor, u32 index, float32 value, host
 //  byte order), blob_bytes (uint <= kMaxBlobBytes)]
 inline constexpr std::uint64_t kMaxBlobBytes = std::uint64_t{1} << 40;
-[[nodiscard]] std::vector<std::uint8_t> encode_summary(const collective::NodeSummary& summary);
-[[nodiscard]] collective::NodeSummary decode_summary(const std::uint8_t* data, std::size_t size);
+[[nodiscard]] std::vector<std::uint8_t> encode_summary(const NodeSummary& summary);
+[[nodiscard]] NodeSummary decode_summary(const std::uint8_t* data, std::size_t size);
 
 // A list of byte strings (sparse payloads), not msgpack: u32 count, count x
 // u32 length, then the bytes, integers in host byte order. Decoding returns
@@ -204,7 +203,7 @@ struct IpcHeader {
   IpcKind kind = IpcKind::hello;
   std::uint64_t request = 0;       // echoed in the reply
   std::uint32_t local_rank = 0;    // hello, submit
-  collective::Manifest manifest;   // submit
+  Manifest manifest;               // submit
   // In a request, timeout_ms is the client's: it gives up after that much
   // silence from zringd, counted from `op`, the steady_clock time (ns) it
   // sent the request at (0 and 0: unknown).

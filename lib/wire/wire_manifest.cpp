@@ -50,11 +50,11 @@ std::vector<std::uint64_t> read_shape(const msgpack::object& o, std::uint64_t nu
   return shape;
 }
 
-void pack_manifest(Packer& p, const collective::Manifest& manifest) {
+void pack_manifest(Packer& p, const Manifest& manifest) {
   p.pack_array(kManifestItems);
   pack_text(p, manifest.method, "a manifest method");
   p.pack_array(frame_length(manifest.tensors.size(), "a manifest's tensor count"));
-  for (const collective::TensorSpec& t : manifest.tensors) {
+  for (const TensorSpec& t : manifest.tensors) {
     p.pack_array(kTensorItems);
     pack_text(p, t.name, "a tensor name");
     p.pack_array(frame_length(t.shape.size(), "a shape"));
@@ -63,17 +63,17 @@ void pack_manifest(Packer& p, const collective::Manifest& manifest) {
   }
 }
 
-collective::Manifest read_manifest(const msgpack::object& o, std::string_view context) {
+Manifest read_manifest(const msgpack::object& o, std::string_view context) {
   const std::string where = std::string(context) + ", manifest";
   const auto fields = as_array(o, kManifestItems, kManifestItems, Where{context, "manifest"});
-  collective::Manifest m;
+  Manifest m;
   m.method = std::string(as_str(fields[0], kMaxMethodBytes, Where{where, "method"}));
   const auto tensors = as_array(fields[1], 0, kMaxManifestTensors, Where{where, "tensors"});
   m.tensors.reserve(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     std::string tensor = where + ", tensor #" + std::to_string(i);
     const auto t = as_array(tensors[i], kTensorItems, kTensorItems, Where{tensor, ""});
-    collective::TensorSpec spec;
+    TensorSpec spec;
     spec.name = std::string(read_tensor_name(t[0], kMaxManifestNameBytes, tensor));
     tensor += " '" + printable(spec.name) + "'";
     if (!m.tensors.empty() && !(m.tensors.back().name < spec.name))

@@ -37,7 +37,7 @@ constexpr std::string_view kSummary = "summary message";
 constexpr std::size_t kMaxSummaryBytes = DecodeLimits{}.max_message_bytes;
 constexpr std::size_t kNonFiniteBytes = 12;  // u32 tensor, u32 index, float32 value
 
-std::vector<std::uint8_t> pack_nonfinite(const std::vector<collective::NonFinite>& entries) {
+std::vector<std::uint8_t> pack_nonfinite(const std::vector<NonFinite>& entries) {
   std::vector<std::uint8_t> bytes(entries.size() * kNonFiniteBytes);
   for (std::size_t i = 0; i < entries.size(); ++i) {
     std::uint8_t* at = bytes.data() + kNonFiniteBytes * i;
@@ -58,12 +58,12 @@ std::vector<float> read_stats(const msgpack::object& o) {
   return stats;
 }
 
-std::vector<collective::NonFinite> read_nonfinite(const msgpack::object& o) {
+std::vector<NonFinite> read_nonfinite(const msgpack::object& o) {
   const auto bytes = as_bin(o, Where{kSummary, "nonfinite"});
   if (bytes.size() % kNonFiniteBytes != 0)
     reject(Where{kSummary, "nonfinite"},
            std::to_string(bytes.size()) + " bytes, not a whole number of 12-byte entries");
-  std::vector<collective::NonFinite> entries(bytes.size() / kNonFiniteBytes);
+  std::vector<NonFinite> entries(bytes.size() / kNonFiniteBytes);
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const std::uint8_t* at = bytes.data() + kNonFiniteBytes * i;
     std::memcpy(&entries[i].tensor, at, 4);
@@ -134,10 +134,10 @@ RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size) {
   h.op = as_u64(f[2], Where{kRing, "op"});
   h.sender = as_u32(f[3], Where{kRing, "sender"});
   const std::uint64_t phase =
-      as_uint(f[4], static_cast<std::uint64_t>(collective::Phase::blobs), Where{kRing, "phase"});
+      as_uint(f[4], static_cast<std::uint64_t>(Phase::blobs), Where{kRing, "phase"});
   if (h.kind == RingKind::data && phase == 0)
     reject(Where{kRing, "phase"}, "a data message needs a phase (1..4)");
-  h.tag.phase = static_cast<collective::Phase>(phase);
+  h.tag.phase = static_cast<Phase>(phase);
   h.tag.segment = as_u32(f[5], Where{kRing, "segment"});
   h.tag.chunk = as_u32(f[6], Where{kRing, "chunk"});
   h.tag.hop = as_u32(f[7], Where{kRing, "hop"});
@@ -156,7 +156,7 @@ RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size) {
 
 // --- summary -------------------------------------------------------------------
 
-std::vector<std::uint8_t> encode_summary(const collective::NodeSummary& s) {
+std::vector<std::uint8_t> encode_summary(const NodeSummary& s) {
   std::vector<std::uint8_t> out;
   ByteSink sink(out);
   Packer p(sink);
@@ -173,7 +173,7 @@ std::vector<std::uint8_t> encode_summary(const collective::NodeSummary& s) {
   return out;
 }
 
-collective::NodeSummary decode_summary(const std::uint8_t* data, std::size_t size) {
+NodeSummary decode_summary(const std::uint8_t* data, std::size_t size) {
   expect_type(read_header(data, size), MessageType::summary);
   if (size > kMaxSummaryBytes)
     malformed("summary message of " + std::to_string(size) + " bytes (at most " +
@@ -182,7 +182,7 @@ collective::NodeSummary decode_summary(const std::uint8_t* data, std::size_t siz
       data, size,
       manifest_message_tree(kSummary, 2 + kSummaryItems, kMaxRingTextBytes, kMaxSummaryBytes));
   const auto f = body(tree.get(), kSummaryItems, kSummary);
-  collective::NodeSummary s;
+  NodeSummary s;
   s.manifest = read_manifest(f[0], kSummary);
   const std::string why(as_str(f[1], kMaxRingTextBytes, Where{kSummary, "error"}));
   const auto code = static_cast<ErrorCode>(as_error_code(f[2], Where{kSummary, "error_code"}));

@@ -21,7 +21,6 @@
 namespace {
 
 namespace wire = zring::wire;
-namespace collective = zring::collective;
 namespace fuzz = zring::fuzz;
 using zring::CompressedGradient;
 using zring::CompressedMap;
@@ -119,11 +118,11 @@ bool fuzz_gradients(const std::uint8_t* data, std::size_t size) {
 
 // --- manifests, ring headers, summaries, IPC headers, traces -----------------------
 
-void check_valid(const collective::Manifest& m) {
+void check_valid(const wire::Manifest& m) {
   ZRING_FUZZ_CHECK(m.method.size() <= wire::kMaxMethodBytes);
   ZRING_FUZZ_CHECK(m.tensors.size() <= wire::kMaxManifestTensors);
   for (std::size_t i = 0; i < m.tensors.size(); ++i) {
-    const collective::TensorSpec& t = m.tensors[i];
+    const wire::TensorSpec& t = m.tensors[i];
     ZRING_FUZZ_CHECK(!t.name.empty() && t.name.size() <= wire::kMaxManifestNameBytes);
     ZRING_FUZZ_CHECK(i == 0 || m.tensors[i - 1].name < t.name);
     ZRING_FUZZ_CHECK(t.shape.size() <= wire::kMaxManifestRank);
@@ -137,7 +136,7 @@ void check_valid(const wire::RingHeader& h) {
   const auto kind = static_cast<unsigned>(h.kind);
   const auto phase = static_cast<unsigned>(h.tag.phase);
   ZRING_FUZZ_CHECK(kind >= 1 && kind <= static_cast<unsigned>(wire::RingKind::abort));
-  ZRING_FUZZ_CHECK(phase <= static_cast<unsigned>(collective::Phase::blobs));
+  ZRING_FUZZ_CHECK(phase <= static_cast<unsigned>(wire::Phase::blobs));
   ZRING_FUZZ_CHECK(h.kind != wire::RingKind::data || phase >= 1);
   ZRING_FUZZ_CHECK(zring::is_error_code(h.error_code));
   ZRING_FUZZ_CHECK(h.text.size() <= wire::kMaxRingTextBytes);
@@ -148,7 +147,7 @@ bool same(const wire::RingHeader& a, const wire::RingHeader& b) {
          a.tag == b.tag && a.origin == b.origin && a.error_code == b.error_code && a.text == b.text;
 }
 
-void check_valid(const collective::NodeSummary& s) {
+void check_valid(const wire::NodeSummary& s) {
   check_valid(s.manifest);
   if (s.failure) {
     ZRING_FUZZ_CHECK(!s.failure->text.empty());
@@ -158,11 +157,11 @@ void check_valid(const collective::NodeSummary& s) {
   ZRING_FUZZ_CHECK(s.blob_bytes <= wire::kMaxBlobBytes);
 }
 
-bool same(const collective::NodeSummary& a, const collective::NodeSummary& b) {
+bool same(const wire::NodeSummary& a, const wire::NodeSummary& b) {
   if (a.nonfinite.size() != b.nonfinite.size()) return false;
   for (std::size_t i = 0; i < a.nonfinite.size(); ++i) {
-    const collective::NonFinite& x = a.nonfinite[i];
-    const collective::NonFinite& y = b.nonfinite[i];
+    const wire::NonFinite& x = a.nonfinite[i];
+    const wire::NonFinite& y = b.nonfinite[i];
     if (x.tensor != y.tensor || x.index != y.index || std::memcmp(&x.value, &y.value, 4) != 0)
       return false;
   }
@@ -254,7 +253,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (fuzz_message<wire::RingHeader>(data, size, wire::decode_ring_header,
                                      wire::encode_ring_header))
     decodes_as(wire::MessageType::ring);
-  if (fuzz_message<collective::NodeSummary>(data, size, wire::decode_summary, wire::encode_summary))
+  if (fuzz_message<wire::NodeSummary>(data, size, wire::decode_summary, wire::encode_summary))
     decodes_as(wire::MessageType::summary);
   if (fuzz_message<wire::IpcHeader>(data, size, wire::decode_ipc_header, wire::encode_ipc_header))
     decodes_as(wire::MessageType::ipc);

@@ -25,7 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace wire = zring::wire;
-namespace collective = zring::collective;
 using zring::CompressedGradient;
 using zring::CompressionMethod;
 using Bytes = std::vector<std::uint8_t>;
@@ -107,8 +106,8 @@ void write_codec_seeds(const fs::path& dir) {
 
 // --- fuzz_wire: one message of every type and kind ----------------------------------
 
-collective::Manifest manifest() {
-  collective::Manifest m;
+wire::Manifest manifest() {
+  wire::Manifest m;
   m.method = "ef:topk:1%";
   m.tensors = {
       {"bias", {16}, 16}, {"empty", {0, 3}, 0}, {"scalar", {}, 1}, {"weight", {4, 3, 2}, 24}};
@@ -180,7 +179,7 @@ void write_wire_seeds(const fs::path& dir) {
     h.generation = 3;
     h.op = 42;
     h.sender = 1;
-    if (h.kind == wire::RingKind::data) h.tag = {collective::Phase::reduce, 2, 1, 1};
+    if (h.kind == wire::RingKind::data) h.tag = {wire::Phase::reduce, 2, 1, 1};
     h.origin = h.kind == wire::RingKind::abort || h.kind == wire::RingKind::reform ? 2 : 0;
     if (h.kind == wire::RingKind::abort) {
       h.error_code = static_cast<std::uint32_t>(zring::ErrorCode::timeout);
@@ -189,13 +188,13 @@ void write_wire_seeds(const fs::path& dir) {
     write(dir, std::string("ring-") + ring_kinds[k - 1], wire::encode_ring_header(h));
   }
 
-  collective::NodeSummary summary;
+  wire::NodeSummary summary;
   summary.manifest = manifest();
   summary.stats = {0.5f, -1.25f, 3.0f, 7.0f};
   summary.nonfinite = {{0, 3, kInf}, {3, 17, kNan}};
   summary.blob_bytes = 1234;
   write(dir, "summary", wire::encode_summary(summary));
-  collective::NodeSummary failed;
+  wire::NodeSummary failed;
   failed.failure = zring::Status{zring::ErrorCode::size_mismatch,
                                  "rank 1: tensor 'bias' holds 12 elements, expected 16"};
   write(dir, "summary-error", wire::encode_summary(failed));

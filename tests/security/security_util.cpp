@@ -199,7 +199,7 @@ std::vector<std::uint8_t> header_bytes(const wire::RingHeader& header) {
 }
 
 wire::RingHeader data_header(std::uint64_t generation, std::uint64_t op, std::uint32_t sender,
-                             collective::Phase phase, std::uint32_t segment, std::uint32_t chunk,
+                             wire::Phase phase, std::uint32_t segment, std::uint32_t chunk,
                              std::uint32_t hop) {
   wire::RingHeader h;
   h.kind = wire::RingKind::data;

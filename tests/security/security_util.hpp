@@ -100,7 +100,7 @@ std::string check_round(const std::vector<std::string>& results, std::size_t off
 // Ring frames, as a stranger would make them.
 std::vector<std::uint8_t> header_bytes(const wire::RingHeader& header);
 wire::RingHeader data_header(std::uint64_t generation, std::uint64_t op, std::uint32_t sender,
-                             collective::Phase phase, std::uint32_t segment, std::uint32_t chunk,
+                             wire::Phase phase, std::uint32_t segment, std::uint32_t chunk,
                              std::uint32_t hop);
 wire::RingHeader control_header(wire::RingKind kind, std::uint64_t generation, std::uint32_t sender,
                                 std::uint64_t op = 0);

@@ -167,9 +167,9 @@ BOOST_AUTO_TEST_CASE(strangers_without_a_ring_key_cannot_inject_anything) {
   const auto p = static_cast<std::uint32_t>(predecessor);
   for (std::uint64_t op = 0; op < 40; ++op) {
     frames.push_back(
-        header_bytes(data_header(generation, op, p, collective::Phase::manifest, p, 0, 1)));
+        header_bytes(data_header(generation, op, p, wire::Phase::manifest, p, 0, 1)));
     frames.push_back(
-        header_bytes(data_header(generation, op, p, collective::Phase::reduce, p, 0, 1)));
+        header_bytes(data_header(generation, op, p, wire::Phase::reduce, p, 0, 1)));
     frames.push_back(header_bytes(control_header(wire::RingKind::abort, generation, p, op)));
   }
   frames.push_back(header_bytes(control_header(wire::RingKind::heartbeat, generation + 2, p)));

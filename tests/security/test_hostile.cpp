@@ -18,7 +18,7 @@
 
 using namespace zring;
 using namespace zring::security_test;
-using collective::Phase;
+using wire::Phase;
 using Bytes = std::vector<std::uint8_t>;
 
 namespace {

@@ -13,7 +13,7 @@
 
 namespace zring::wire_test {
 
-using collective::NodeSummary;
+using wire::NodeSummary;
 using wire::IpcHeader;
 using wire::IpcKind;
 using wire::RingHeader;
@@ -38,8 +38,8 @@ const std::vector<IpcKind>& all_ipc_kinds() {
   return kinds;
 }
 
-collective::Manifest sample_manifest(std::size_t tensors) {
-  static const std::vector<collective::TensorSpec> specs = {
+wire::Manifest sample_manifest(std::size_t tensors) {
+  static const std::vector<wire::TensorSpec> specs = {
       {"a.scalar", {}, 1},
       {"b.empty", {0, 7}, 0},
       {"c.matrix", {300, 41}, 12300},
@@ -47,10 +47,10 @@ collective::Manifest sample_manifest(std::size_t tensors) {
       {"e." + std::string(200, 'n'), {5}, 5},
       {"f.wide", {1, 1, 1, 1, 1, 1, 1, 65536}, 65536},
   };
-  collective::Manifest m;
+  wire::Manifest m;
   m.method = "ef:quant:8";
   for (std::size_t i = 0; i < tensors; ++i) {
-    collective::TensorSpec spec = specs[i % specs.size()];
+    wire::TensorSpec spec = specs[i % specs.size()];
     if (i >= specs.size()) spec.name = "g." + std::to_string(1000 + i);
     m.tensors.push_back(std::move(spec));
   }
@@ -63,8 +63,8 @@ RingHeader sample_ring_header(RingKind kind) {
   h.generation = (std::uint64_t{1} << 63) + static_cast<std::uint64_t>(kind);
   h.op = 123456789012ull;
   h.sender = 0xFFFFFFFFu;
-  h.tag = {collective::Phase::blobs, 70000, 3, 2};
-  if (kind == RingKind::heartbeat) h.tag.phase = collective::Phase::reduce;
+  h.tag = {wire::Phase::blobs, 70000, 3, 2};
+  if (kind == RingKind::heartbeat) h.tag.phase = wire::Phase::reduce;
   h.origin = 4;
   h.error_code = static_cast<std::uint32_t>(ErrorCode::timeout);
   h.text = "op 3 failed at node 'b': \xc3\xa9t\xc3\xa9 " + std::to_string(static_cast<int>(kind));
@@ -206,11 +206,11 @@ void check_equal(const wire::Trace& got, const wire::Trace& want) {
     BOOST_TEST((got.records[i] == want.records[i]), "record " << i);
 }
 
-void check_valid(const collective::Manifest& m) {
+void check_valid(const wire::Manifest& m) {
   BOOST_TEST(m.method.size() <= wire::kMaxMethodBytes);
   BOOST_TEST(m.tensors.size() <= wire::kMaxManifestTensors);
   for (std::size_t i = 0; i < m.tensors.size(); ++i) {
-    const collective::TensorSpec& t = m.tensors[i];
+    const wire::TensorSpec& t = m.tensors[i];
     BOOST_TEST(!t.name.empty());
     BOOST_TEST(t.name.size() <= wire::kMaxManifestNameBytes);
     if (i > 0) BOOST_TEST((m.tensors[i - 1].name < t.name), "names sorted at " << i);

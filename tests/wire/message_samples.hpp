@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "collective/manifest.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::wire_test {
@@ -21,11 +20,11 @@ const std::vector<wire::IpcKind>& all_ipc_kinds();
 
 // Tensors of every shape kind (scalar, empty, matrix, 4-D, long names),
 // sorted by name.
-collective::Manifest sample_manifest(std::size_t tensors = 5);
+wire::Manifest sample_manifest(std::size_t tensors = 5);
 
 // Every field set to something other than its default.
 wire::RingHeader sample_ring_header(wire::RingKind kind);
-collective::NodeSummary sample_summary();  // with stats, non-finite entries and an error
+wire::NodeSummary sample_summary();  // with stats, non-finite entries and an error
 wire::IpcHeader sample_ipc_header(wire::IpcKind kind);
 std::vector<std::vector<std::uint8_t>> sample_payloads();
 // Three records: one that went through, one that failed on the ring, one
@@ -33,14 +32,14 @@ std::vector<std::vector<std::uint8_t>> sample_payloads();
 wire::Trace sample_trace();
 
 void check_equal(const wire::RingHeader& got, const wire::RingHeader& want);
-void check_equal(const collective::NodeSummary& got, const collective::NodeSummary& want);
+void check_equal(const wire::NodeSummary& got, const wire::NodeSummary& want);
 void check_equal(const wire::IpcHeader& got, const wire::IpcHeader& want);
 void check_equal(const wire::Trace& got, const wire::Trace& want);
 
 // What a decoder promises about everything it returns.
-void check_valid(const collective::Manifest& m);
+void check_valid(const wire::Manifest& m);
 void check_valid(const wire::RingHeader& h);
-void check_valid(const collective::NodeSummary& s);
+void check_valid(const wire::NodeSummary& s);
 void check_valid(const wire::IpcHeader& h);
 void check_valid(const wire::Trace& t);
 

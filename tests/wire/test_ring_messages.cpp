@@ -20,8 +20,8 @@ namespace wire = zring::wire;
 using wt::Bytes;
 using wt::Value;
 using zring::ErrorCode;
-using zring::collective::NodeSummary;
-using zring::collective::Phase;
+using zring::wire::NodeSummary;
+using zring::wire::Phase;
 
 namespace {
 

@@ -1,0 +1,85 @@
+// messages.hpp - the op types that travel in wire messages (internal).
+//
+// What an op reduces (Manifest, TensorSpec), what each node tells the others
+// before the data moves (NodeSummary, NonFinite), and how a data message of
+// an op is told apart (ChunkTag, Phase). lib/wire encodes them (wire.hpp) and
+// lib/collective computes with them; they live here, below both, so that
+// collective includes wire and never the reverse. Nothing here depends on any
+// other layer of lib/ (status.hpp is the library's own, include/zring only).
+// lib/collective re-exports them under their old names (collective::Manifest,
+// collective::ChunkTag, ...) in manifest.hpp and link.hpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "status.hpp"
+
+namespace zring::wire {
+
+// The phase of an op a data message belongs to.
+enum class Phase : std::uint8_t {
+  manifest = 1,  // all-gather of each node's manifest, statistics, sizes
+  reduce = 2,    // reduce-scatter: partial sums travelling to their owner
+  gather = 3,    // all-gather of reduced segments
+  blobs = 4,     // all-gather of each node's compressed payloads (sparse methods)
+};
+
+// Identifies one data message within an op. The transport adds and checks
+// version, ring generation, op sequence and sender.
+struct ChunkTag {
+  Phase phase = Phase::manifest;
+  std::uint32_t segment = 0;  // reduce/gather: segment; manifest/blobs: origin node
+  std::uint32_t chunk = 0;    // chunk within the segment or blob
+  std::uint32_t hop = 0;      // how many nodes the message has passed through
+
+  friend bool operator==(const ChunkTag& a, const ChunkTag& b) {
+    return a.phase == b.phase && a.segment == b.segment && a.chunk == b.chunk && a.hop == b.hop;
+  }
+};
+
+struct TensorSpec {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  std::uint64_t numel = 0;
+  friend bool operator==(const TensorSpec& a, const TensorSpec& b) {
+    return a.name == b.name && a.shape == b.shape && a.numel == b.numel;
+  }
+};
+
+// The tensors of an op (sorted by name: the order they are fused in) and the
+// method, as text. Every rank of an op must submit the same manifest.
+struct Manifest {
+  std::string method;
+  std::vector<TensorSpec> tensors;
+  [[nodiscard]] std::uint64_t elements() const noexcept {
+    std::uint64_t total = 0;
+    for (const TensorSpec& t : tensors) total += t.numel;
+    return total;
+  }
+  friend bool operator==(const Manifest& a, const Manifest& b) {
+    return a.method == b.method && a.tensors == b.tensors;
+  }
+};
+
+// A non-finite value of a randomk contribution outside the sampled indices:
+// it travels on its own so that inf/nan always reach the result.
+struct NonFinite {
+  std::uint32_t tensor = 0;  // index in the manifest
+  std::uint32_t index = 0;   // element within the tensor
+  float value = 0.0f;
+};
+
+// What one node tells every other node before the data moves: its manifest,
+// whether it can take part at all, and what the method needs agreed first.
+struct NodeSummary {
+  Manifest manifest;
+  std::optional<Status> failure;     // this node fails the op, and says why
+  std::vector<float> stats;          // affine methods: per-block statistics of its ranks
+  std::vector<NonFinite> nonfinite;  // randomk: see NonFinite
+  std::uint64_t blob_bytes = 0;      // sparse methods: size of its payload blob
+};
+
+}  // namespace zring::wire
