@@ -1,0 +1,2 @@
+// Forbidden: examples reach no layer of lib/.
+  #  include <client/impl.hpp>

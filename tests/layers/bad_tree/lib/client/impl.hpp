@@ -1,0 +1,2 @@
+// A stand-in header of the client layer.
+#pragma once

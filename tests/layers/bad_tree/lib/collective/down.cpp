@@ -1,0 +1,2 @@
+// Allowed: collective uses wire.
+#include "wire/messages.hpp"

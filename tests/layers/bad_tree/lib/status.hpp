@@ -1,0 +1,2 @@
+// A stand-in header of lib/ itself.
+#pragma once

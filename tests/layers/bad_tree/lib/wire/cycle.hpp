@@ -1,0 +1,3 @@
+// Forbidden: the old cycle (wire -> collective).
+#pragma once
+#include "collective/link.hpp"

@@ -1,0 +1,2 @@
+// Forbidden: python may include client only.
+#include "collective/link.hpp"
