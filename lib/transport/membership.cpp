@@ -245,8 +245,12 @@ void Membership::try_form(Deadline now) {
     else if (!silent(n, now)) waiting.push_back(static_cast<std::uint32_t>(n));
   }
   if (waiting.empty() && ring.size() < options_.min_nodes) {
+    std::vector<std::uint32_t> silent_ones;
+    for (std::size_t n = 0; n < listed(); ++n)
+      if (!live(n, now)) silent_ones.push_back(static_cast<std::uint32_t>(n));
     down_reason_ = "no quorum: " + std::to_string(ring.size()) + " of the " + std::to_string(listed()) +
-                   " listed nodes are reachable (" + names_of(ring) + "), and min_nodes is " +
+                   " listed nodes are reachable (" + names_of(ring) + "; not heard for " +
+                   ms_text(options_.timeout) + ": " + names_of(silent_ones) + "), and min_nodes is " +
                    std::to_string(options_.min_nodes);
     return;
   }

@@ -168,7 +168,7 @@ BOOST_AUTO_TEST_CASE(without_a_quorum_the_ring_stops_saying_so_and_goes_on_when_
     for (const std::string& a : answers) BOOST_TEST_REQUIRE(a != "ok", "round " << r - 1 << " worked without a quorum");
     said = joined(answers);
   }
-  BOOST_TEST(said.find("no quorum: 2 of the 4 listed nodes are reachable ([n0 n1]), and min_nodes is 3") !=
+  BOOST_TEST(said.find("no quorum: 2 of the 4 listed nodes are reachable ([n0 n1]; not heard for 2000 ms: [n2 n3]), and min_nodes is 3") !=
                  std::string::npos,
              said);
   ring.start(3);

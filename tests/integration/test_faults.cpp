@@ -32,6 +32,9 @@ LocalRingOptions options(std::size_t nodes, int timeout_ms = 2000) {
   o.nodes = nodes;
   o.timeout_ms = timeout_ms;
   o.heartbeat_ms = 100;
+  // Faults of a ring that stops without a node (test_elastic has the ring
+  // that goes on without it).
+  o.extra_yaml = "min_nodes: " + std::to_string(nodes) + "\n";
   return o;
 }
 

@@ -77,7 +77,8 @@ BOOST_AUTO_TEST_CASE(status_reports_members_ranks_ops_errors_and_bytes_per_metho
   BOOST_TEST(contains(table.out, "ranks       2-3 of world size 4 (2 local ranks)"), table.out);
   BOOST_TEST(contains(table.out, "ring        up since"), table.out);
   BOOST_TEST(contains(table.out, "this node"), table.out);
-  BOOST_TEST(contains(table.out, "reachable"), table.out);
+  BOOST_TEST(contains(table.out, "in the ring"), table.out);
+  BOOST_TEST(contains(table.out, "members [n0 n1], quorum 2 of 2 listed"), table.out);
   BOOST_TEST(contains(table.out, "ops         3 done, 0 failed"), table.out);
   BOOST_TEST(contains(table.out, "last error  none"), table.out);
   BOOST_TEST(contains(table.out, "quant:8"), table.out);

@@ -193,9 +193,9 @@ BOOST_AUTO_TEST_CASE(neither_side_of_a_partition_without_a_quorum_goes_on) {
     BOOST_TEST(!net.at(n).up(), "n" << n);
   }
   BOOST_TEST(net.at(0).down_reason() ==
-             "no quorum: 2 of the 4 listed nodes are reachable ([n0 n1]), and min_nodes is 3");
+             "no quorum: 2 of the 4 listed nodes are reachable ([n0 n1]; not heard for 1000 ms: [n2 n3]), and min_nodes is 3");
   BOOST_TEST(net.at(2).down_reason() ==
-             "no quorum: 2 of the 4 listed nodes are reachable ([n2 n3]), and min_nodes is 3");
+             "no quorum: 2 of the 4 listed nodes are reachable ([n2 n3]; not heard for 1000 ms: [n0 n1]), and min_nodes is 3");
   net.heal();
   BOOST_TEST(net.settles_on({0, 1, 2, 3}, 2s));
 }
