@@ -78,7 +78,11 @@ void advise_huge_pages(void* p, std::size_t bytes) noexcept {
 }
 
 PayloadReader::PayloadReader(const CompressionMethod& method, const CompressedGradient& g) noexcept
-    : method_(method), g_(g), p_(g.payload.data()), end_(g.payload.data() + g.payload.size()) {}
+    : PayloadReader(method, g.payload.data(), g.payload.size(), g.original_size) {}
+
+PayloadReader::PayloadReader(const CompressionMethod& method, const std::uint8_t* data,
+                             std::size_t size, std::size_t n) noexcept
+    : method_(method), payload_bytes_(size), original_size_(n), p_(data), end_(data + size) {}
 
 void PayloadReader::short_of(std::size_t bytes, const char* what) const {
   fail(std::string(what) + " needs " + std::to_string(bytes) + " bytes but only " +
@@ -109,8 +113,8 @@ void PayloadReader::expect_end() const {
 
 void PayloadReader::fail(const std::string& what) const {
   throw Error(ErrorCode::malformed_message,
-              method_.to_string() + ": " + what + " (payload " + std::to_string(g_.payload.size()) +
-                  " bytes, tensor of " + std::to_string(g_.original_size) + " elements)");
+              method_.to_string() + ": " + what + " (payload " + std::to_string(payload_bytes_) +
+                  " bytes, tensor of " + std::to_string(original_size_) + " elements)");
 }
 
 CompressedGradient start_gradient(const CompressionMethod& method, std::size_t n) {

@@ -85,6 +85,9 @@ inline std::uint8_t* put_varint(std::uint8_t* p, std::uint32_t v) noexcept {
 class PayloadReader {
  public:
   PayloadReader(const CompressionMethod& method, const CompressedGradient& g) noexcept;
+  // The same over size bytes at data, the payload of a tensor of n elements.
+  PayloadReader(const CompressionMethod& method, const std::uint8_t* data, std::size_t size,
+                std::size_t n) noexcept;
 
   [[nodiscard]] std::size_t remaining() const noexcept {
     return static_cast<std::size_t>(end_ - p_);
@@ -118,7 +121,8 @@ class PayloadReader {
   [[noreturn]] void short_of(std::size_t bytes, const char* what) const;
   std::uint32_t long_varint(const char* what);
   const CompressionMethod& method_;
-  const CompressedGradient& g_;
+  std::size_t payload_bytes_;
+  std::size_t original_size_;
   const std::uint8_t* p_;
   const std::uint8_t* end_;
 };

@@ -8,45 +8,21 @@
 #include "codec/payload.hpp"
 
 namespace zring::codec::detail {
+namespace {
 
-void encode_sparse(CompressedGradient& g) {
-  const std::size_t m = g.indices.size();
-  std::size_t index_bytes = 0;
-  std::uint32_t prev = 0;
-  for (std::size_t j = 0; j < m; ++j) {
-    index_bytes += varint_size(g.indices[j] - prev);
-    prev = g.indices[j];
-  }
-  g.payload.resize(4 + 4 * m + index_bytes);
-  std::uint8_t* p = g.payload.data();
-  store_u32(p, static_cast<std::uint32_t>(m));
-  store_f32s(g.values.data(), m, p + 4);
-  p += 4 + 4 * m;
-  prev = 0;
-  for (std::size_t j = 0; j < m; ++j) {
-    p = put_varint(p, g.indices[j] - prev);
-    prev = g.indices[j];
-  }
-}
-
-void decode_sparse(const CompressionMethod& method, CompressedGradient& g) {
-  PayloadReader in(method, g);
-  const std::size_t n = g.original_size;
+// Checks the layout of what `in` reads for a tensor of n elements and
+// calls index(j, i) for each pair j's index i; returns the values' bytes
+// (m of them, in m). Throws Error(malformed_message) on the first fault.
+template <class Index>
+const std::uint8_t* check_sparse(PayloadReader& in, std::size_t n, std::uint32_t& m, Index index_at) {
   if (static_cast<std::uint64_t>(n) > (std::uint64_t{1} << 32))
     in.fail("tensor too large for 32-bit indices");
-  const std::uint32_t m = in.u32("the pair count");
+  m = in.u32("the pair count");
   if (m > n) {
     in.fail("claims " + std::to_string(m) + " pairs, more than the tensor's elements");
   }
   // Taking the values first bounds m by the payload size before allocating.
   const std::uint8_t* value_bytes = in.take(std::size_t{4} * m, "the values");
-  // Decode into the gradient's own buffers (keeping their capacity); if a
-  // check fails they are left empty rather than half filled.
-  std::vector<std::uint32_t> indices = std::move(g.indices);
-  std::vector<float> values = std::move(g.values);
-  indices.resize(m);
-  values.resize(m);
-  load_f32s(value_bytes, m, values.data());
   std::uint64_t index = 0;
   for (std::uint32_t j = 0; j < m; ++j) {
     const std::uint32_t gap = in.varint("an index varint");
@@ -57,11 +33,72 @@ void decode_sparse(const CompressionMethod& method, CompressedGradient& g) {
     if (index >= n)
       in.fail("index " + std::to_string(index) + " at pair " + std::to_string(j) +
               " is out of range");
-    indices[j] = static_cast<std::uint32_t>(index);
+    index_at(j, static_cast<std::uint32_t>(index));
   }
   in.expect_end();
+  return value_bytes;
+}
+
+}  // namespace
+
+std::size_t sparse_bytes(const std::uint32_t* indices, std::size_t m, std::uint32_t base) noexcept {
+  std::size_t index_bytes = 0;
+  std::uint32_t prev = base;
+  for (std::size_t j = 0; j < m; ++j) {
+    index_bytes += varint_size(indices[j] - prev);
+    prev = indices[j];
+  }
+  return 4 + 4 * m + index_bytes;
+}
+
+void encode_sparse_range(const std::uint32_t* indices, const float* values, std::size_t m,
+                         std::uint32_t base, std::uint8_t* out) noexcept {
+  store_u32(out, static_cast<std::uint32_t>(m));
+  store_f32s(values, m, out + 4);
+  std::uint8_t* p = out + 4 + 4 * m;
+  std::uint32_t prev = base;
+  for (std::size_t j = 0; j < m; ++j) {
+    p = put_varint(p, indices[j] - prev);
+    prev = indices[j];
+  }
+}
+
+void encode_sparse(CompressedGradient& g) {
+  const std::size_t m = g.indices.size();
+  g.payload.resize(sparse_bytes(g.indices.data(), m, 0));
+  encode_sparse_range(g.indices.data(), g.values.data(), m, 0, g.payload.data());
+}
+
+void decode_sparse(const CompressionMethod& method, CompressedGradient& g) {
+  PayloadReader in(method, g);
+  // Decode into the gradient's own buffers (keeping their capacity); if a
+  // check fails they are left empty rather than half filled.
+  std::vector<std::uint32_t> indices = std::move(g.indices);
+  std::vector<float> values = std::move(g.values);
+  std::uint32_t m = 0;
+  const std::uint8_t* value_bytes = check_sparse(in, g.original_size, m, [&](std::uint32_t j, std::uint32_t i) {
+    if (j == 0) indices.resize(m);
+    indices[j] = i;
+  });
+  indices.resize(m);
+  values.resize(m);
+  load_f32s(value_bytes, m, values.data());
   g.indices = std::move(indices);
   g.values = std::move(values);
+}
+
+SparsePairs::SparsePairs(const CompressionMethod& method, const std::uint8_t* data, std::size_t size,
+                         std::size_t n)
+    : data_(data) {
+  PayloadReader in(method, data, size, n);
+  std::uint32_t m = 0;
+  check_sparse(in, n, m, [](std::uint32_t, std::uint32_t) {});
+  pairs_ = m;
+}
+
+SparsePairs::Cursor::Cursor(const SparsePairs& pairs) noexcept
+    : value_(pairs.data_ + 4), gap_(pairs.data_ + 4 + 4 * pairs.pairs_), left_(pairs.pairs_) {
+  if (left_ > 0) index_ = gap();
 }
 
 }  // namespace zring::codec::detail

@@ -13,6 +13,7 @@
 #include <zring/error.hpp>
 
 #include "codec/codec.hpp"
+#include "codec/sparse.hpp"
 #include "test_util.hpp"
 
 using zring::CompressedGradient;
@@ -45,6 +46,35 @@ Bytes compressed(const codec::Codec& c, const std::vector<float>& x, std::uint64
   codec::CodecContext ctx;
   ctx.seed = seed;
   return c.compress(x.data(), x.size(), ctx).payload;
+}
+
+// Whether decode() rejects a sparse payload, checking that the collective's
+// in-place reader (SparsePairs) decides the same and, when both accept,
+// walks the very pairs decode() finds.
+bool sparse_rejects(const codec::Codec& c, const Bytes& payload, std::size_t n) {
+  const bool rejected = t::rejects(c, payload, n);
+  try {
+    const codec::detail::SparsePairs pairs(c.method(), payload.data(), payload.size(), n);
+    BOOST_TEST(!rejected, "SparsePairs accepts what decode() rejects");
+    if (rejected) return rejected;
+    CompressedGradient g;
+    g.method = c.method();
+    g.original_size = n;
+    g.payload = payload;
+    c.decode(g);
+    std::vector<std::uint32_t> indices;
+    std::vector<float> values;
+    for (auto at = pairs.begin(); !at.done(); at.next()) {
+      indices.push_back(at.index());
+      values.push_back(at.value());
+    }
+    BOOST_TEST((indices == g.indices));
+    BOOST_TEST(t::same_bits(values, g.values));
+  } catch (const zring::Error& e) {
+    BOOST_TEST((e.code() == zring::ErrorCode::malformed_message));
+    BOOST_TEST(rejected, "SparsePairs rejects what decode() accepts: " << e.what());
+  }
+  return rejected;
 }
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
@@ -98,24 +128,24 @@ BOOST_AUTO_TEST_CASE(sparse_indices_and_varints_are_checked) {
        {CompressionMethod::topk(2), CompressionMethod::threshold(0.5f)}) {
     const auto c = codec::make_codec(m);
     const std::size_t n = 10;
-    BOOST_TEST(!t::rejects(*c, sparse(2, {3, 1}), n));        // indices 3, 4
-    BOOST_TEST(!t::rejects(*c, sparse(1, {9}), n));           // the last element
-    BOOST_TEST(!t::rejects(*c, sparse(0, {}), n));            // nothing kept
-    BOOST_TEST(t::rejects(*c, sparse(11, Bytes(11, 1)), n));  // more pairs than elements
-    BOOST_TEST(t::rejects(*c, sparse(1, {10}), n));           // index == n
-    BOOST_TEST(t::rejects(*c, sparse(2, {5, 5}), n));         // 5 + 5 == n
-    BOOST_TEST(t::rejects(*c, sparse(2, {3, 0}), n));         // repeated index
+    BOOST_TEST(!sparse_rejects(*c, sparse(2, {3, 1}), n));        // indices 3, 4
+    BOOST_TEST(!sparse_rejects(*c, sparse(1, {9}), n));           // the last element
+    BOOST_TEST(!sparse_rejects(*c, sparse(0, {}), n));            // nothing kept
+    BOOST_TEST(sparse_rejects(*c, sparse(11, Bytes(11, 1)), n));  // more pairs than elements
+    BOOST_TEST(sparse_rejects(*c, sparse(1, {10}), n));           // index == n
+    BOOST_TEST(sparse_rejects(*c, sparse(2, {5, 5}), n));         // 5 + 5 == n
+    BOOST_TEST(sparse_rejects(*c, sparse(2, {3, 0}), n));         // repeated index
     BOOST_TEST(
-        t::rejects(*c, sparse(1, {0x80, 0x80, 0x80, 0x80, 0x80, 0x00}), n));  // 6-byte varint
-    BOOST_TEST(t::rejects(*c, sparse(1, {0xff, 0xff, 0xff, 0xff, 0x1f}), 1u << 31));  // > 32 bits
-    BOOST_TEST(t::rejects(*c, sparse(1, {0x83, 0x00}), n));  // padded (non-canonical)
-    BOOST_TEST(t::rejects(*c, sparse(1, {0x83}), n));        // unterminated
-    BOOST_TEST(t::rejects(*c, sparse(1, {3, 0}), n));        // trailing byte
-    BOOST_TEST(t::rejects(*c, sparse(2, {3}), n));           // missing varint
+        sparse_rejects(*c, sparse(1, {0x80, 0x80, 0x80, 0x80, 0x80, 0x00}), n));  // 6-byte varint
+    BOOST_TEST(sparse_rejects(*c, sparse(1, {0xff, 0xff, 0xff, 0xff, 0x1f}), 1u << 31));  // > 32 bits
+    BOOST_TEST(sparse_rejects(*c, sparse(1, {0x83, 0x00}), n));  // padded (non-canonical)
+    BOOST_TEST(sparse_rejects(*c, sparse(1, {0x83}), n));        // unterminated
+    BOOST_TEST(sparse_rejects(*c, sparse(1, {3, 0}), n));        // trailing byte
+    BOOST_TEST(sparse_rejects(*c, sparse(2, {3}), n));           // missing varint
     // A gap that overflows 32 bits when added must not wrap around.
     BOOST_TEST(
-        t::rejects(*c, sparse(2, {0xfe, 0xff, 0xff, 0xff, 0x0f, 0x05}), std::size_t{1} << 32));
-    BOOST_TEST(!t::rejects(*c, sparse(1, {0xff, 0xff, 0xff, 0xff, 0x0f}), std::size_t{1} << 32));
+        sparse_rejects(*c, sparse(2, {0xfe, 0xff, 0xff, 0xff, 0x0f, 0x05}), std::size_t{1} << 32));
+    BOOST_TEST(!sparse_rejects(*c, sparse(1, {0xff, 0xff, 0xff, 0xff, 0x0f}), std::size_t{1} << 32));
   }
 }
 

@@ -15,6 +15,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
+#include "codec/sparse.hpp"
 #include "test_util.hpp"
 
 using zring::CompressedGradient;
@@ -141,6 +142,29 @@ BOOST_AUTO_TEST_CASE(zeros_where_the_sample_looks) {
   std::vector<float> y(n, 0.0f);
   for (std::size_t i = 0; i < n; i += stride) y[i] = 1.0f + static_cast<float>(i % 3);
   for (std::size_t k : {std::size_t{10}, n / 100, n / 20}) check(y, k, "only sampled nonzero");
+}
+
+// A range of a gradient's pairs (as the collective sends them, a frame at
+// a time) is laid out as the pairs of the slice of the tensor where the
+// range starts: the payload topk makes of that slice, which decodes back
+// to the range's values.
+BOOST_AUTO_TEST_CASE(a_range_of_pairs_is_the_payload_of_its_slice) {
+  const std::size_t n = 50000, k = 2000;
+  const std::vector<float> x = t::normal_values(n, 5);
+  const auto c = codec::make_codec(CompressionMethod::topk(k));
+  const CompressedGradient g = c->compress(x.data(), n, {});
+  for (const std::size_t begin : {std::size_t{0}, std::size_t{12345}, std::size_t{40000}}) {
+    const std::size_t end = begin + 10000;
+    const auto first = std::lower_bound(g.indices.begin(), g.indices.end(), begin) - g.indices.begin();
+    const auto last = std::lower_bound(g.indices.begin(), g.indices.end(), end) - g.indices.begin();
+    const auto m = static_cast<std::size_t>(last - first);
+    std::vector<std::uint8_t> range(codec::detail::sparse_bytes(g.indices.data() + first, m,
+                                                                static_cast<std::uint32_t>(begin)));
+    codec::detail::encode_sparse_range(g.indices.data() + first, g.values.data() + first, m,
+                                       static_cast<std::uint32_t>(begin), range.data());
+    const auto slice = codec::make_codec(CompressionMethod::topk(m))->compress(x.data() + begin, 10000, {});
+    BOOST_TEST((range == slice.payload), "values from " << begin);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
