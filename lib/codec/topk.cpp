@@ -21,6 +21,7 @@
 #include <bit>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -189,12 +190,24 @@ std::size_t collect(const float* x, std::size_t begin, std::size_t end, std::uin
 constexpr std::size_t kMinSample = 1 << 10;
 constexpr std::size_t kMaxSample = 1 << 14;
 
-// Grows v to at least n elements (never shrinks it, so a buffer reused
-// across calls is zero-filled and faulted in only once) and returns it.
-std::uint32_t* room(std::vector<std::uint32_t>& v, std::size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
-}
+// Scratch of at least n elements, grown (never shrunk) without writing
+// it: the room left for the candidates is about twice what they take, and
+// only the pages the selection writes become resident, once, as the
+// buffer is reused call after call.
+class Room {
+ public:
+  std::uint32_t* at_least(std::size_t n) {
+    if (size_ < n) {
+      data_.reset(new std::uint32_t[n]);  // default-initialised: not written
+      size_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<std::uint32_t[]> data_;
+  std::size_t size_ = 0;
+};
 
 // The k-th largest key is 0 when no more than k keys are nonzero: all
 // `count` nonzero ones (found, in index order, with their bit patterns) are
@@ -234,8 +247,8 @@ bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<
   if (stride < 2 || rank >= samples / 4) return false;
   // Scratch kept by the thread: a daemon compresses tensors of the same
   // sizes op after op.
-  thread_local std::vector<std::uint32_t> sample_keys, found_at, found_bits, keys;
-  std::uint32_t* sample = room(sample_keys, samples);
+  thread_local Room sample_keys, found_at, found_bits, keys;
+  std::uint32_t* sample = sample_keys.at_least(samples);
   for (std::size_t j = 0; j < samples; ++j) sample[j] = magnitude_key(x[j * stride]);
   std::nth_element(sample, sample + rank, sample + samples, std::greater<>());
   // A bound of 0 (most of the sample is exact zeros) would collect every
@@ -246,8 +259,8 @@ bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<
   const std::size_t reach = (rank + 1) * stride;  // about how many keys reach the bound
   const std::size_t cap = 2 * std::max(k, reach) + 4096;
   constexpr std::size_t kBlock = 4096;
-  std::uint32_t* found = room(found_at, cap + kBlock);
-  std::uint32_t* bits = room(found_bits, cap + kBlock);
+  std::uint32_t* found = found_at.at_least(cap + kBlock);
+  std::uint32_t* bits = found_bits.at_least(cap + kBlock);
   std::size_t count = 0;
   for (std::size_t begin = 0; begin < n; begin += kBlock) {
     if (count > cap) return false;
@@ -262,7 +275,7 @@ bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<
 
   // The exact k-th key among the candidates: three radix levels, as
   // select_largest does over all keys.
-  std::uint32_t* order = room(keys, count);
+  std::uint32_t* order = keys.at_least(count);
   Histogram hist{};
   for (std::size_t c = 0; c < count; ++c) {
     order[c] = bits[c] & 0x7fffffffu;
