@@ -89,6 +89,7 @@ Split split_at(const float* x, std::size_t n, std::uint32_t top, std::size_t n_a
 
 // The exact key of the need-th largest candidate (all in bucket `top`),
 // from the two lower radix levels; need becomes its rank among equal keys.
+// keys may be the values' bit patterns too: only bits 0-30 are read.
 std::uint32_t exact_key(const std::uint32_t* keys, std::size_t count, std::uint32_t top,
                         std::size_t& need) {
   Histogram hist;
@@ -247,7 +248,7 @@ bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<
   if (stride < 2 || rank >= samples / 4) return false;
   // Scratch kept by the thread: a daemon compresses tensors of the same
   // sizes op after op.
-  thread_local Room sample_keys, found_at, found_bits, keys;
+  thread_local Room sample_keys, found_at, found_bits;
   std::uint32_t* sample = sample_keys.at_least(samples);
   for (std::size_t j = 0; j < samples; ++j) sample[j] = magnitude_key(x[j * stride]);
   std::nth_element(sample, sample + rank, sample + samples, std::greater<>());
@@ -274,16 +275,13 @@ bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<
   if (count < k) return false;
 
   // The exact k-th key among the candidates: three radix levels, as
-  // select_largest does over all keys.
-  std::uint32_t* order = keys.at_least(count);
+  // select_largest does over all keys (read from the bit patterns, no
+  // array of keys of their own).
   Histogram hist{};
-  for (std::size_t c = 0; c < count; ++c) {
-    order[c] = bits[c] & 0x7fffffffu;
-    ++hist[order[c] >> kLevels[0].shift];
-  }
+  for (std::size_t c = 0; c < count; ++c) ++hist[(bits[c] & 0x7fffffffu) >> kLevels[0].shift];
   std::size_t ties = k;  // becomes how many equal to the threshold are kept: the first ones
   const auto top = static_cast<std::uint32_t>(find_bucket(hist, 2048, ties));
-  const std::uint32_t threshold = exact_key(order, count, top, ties);
+  const std::uint32_t threshold = exact_key(bits, count, top, ties);
   // Branch-free (whether a candidate is kept is a coin toss): each one is
   // written at j, and j moves on only past those kept; one slot of room
   // past k takes the last write.
