@@ -69,36 +69,28 @@ void encode_sparse(CompressedGradient& g) {
   encode_sparse_range(g.indices.data(), g.values.data(), m, 0, g.payload.data());
 }
 
-void decode_sparse(const CompressionMethod& method, CompressedGradient& g) {
-  PayloadReader in(method, g);
-  // Decode into the gradient's own buffers (keeping their capacity); if a
-  // check fails they are left empty rather than half filled.
-  std::vector<std::uint32_t> indices = std::move(g.indices);
-  std::vector<float> values = std::move(g.values);
-  std::uint32_t m = 0;
-  const std::uint8_t* value_bytes = check_sparse(in, g.original_size, m, [&](std::uint32_t j, std::uint32_t i) {
-    if (j == 0) indices.resize(m);
-    indices[j] = i;
-  });
-  indices.resize(m);
-  values.resize(m);
-  load_f32s(value_bytes, m, values.data());
-  g.indices = std::move(indices);
-  g.values = std::move(values);
-}
-
-SparsePairs::SparsePairs(const CompressionMethod& method, const std::uint8_t* data, std::size_t size,
-                         std::size_t n)
-    : data_(data) {
+void decode_sparse_pairs(const CompressionMethod& method, const std::uint8_t* data,
+                         std::size_t size, std::size_t n, std::vector<std::uint32_t>& indices,
+                         std::vector<float>& values) {
   PayloadReader in(method, data, size, n);
+  // Decode into the caller's buffers (keeping their capacity); if a check
+  // fails they are left empty rather than half filled.
+  std::vector<std::uint32_t> kept = std::move(indices);
+  std::vector<float> kept_values = std::move(values);
   std::uint32_t m = 0;
-  check_sparse(in, n, m, [](std::uint32_t, std::uint32_t) {});
-  pairs_ = m;
+  const std::uint8_t* value_bytes = check_sparse(in, n, m, [&](std::uint32_t j, std::uint32_t i) {
+    if (j == 0) kept.resize(m);
+    kept[j] = i;
+  });
+  kept.resize(m);
+  kept_values.resize(m);
+  load_f32s(value_bytes, m, kept_values.data());
+  indices = std::move(kept);
+  values = std::move(kept_values);
 }
 
-SparsePairs::Cursor::Cursor(const SparsePairs& pairs) noexcept
-    : value_(pairs.data_ + 4), gap_(pairs.data_ + 4 + 4 * pairs.pairs_), left_(pairs.pairs_) {
-  if (left_ > 0) index_ = gap();
+void decode_sparse(const CompressionMethod& method, CompressedGradient& g) {
+  decode_sparse_pairs(method, g.payload.data(), g.payload.size(), g.original_size, g.indices, g.values);
 }
 
 }  // namespace zring::codec::detail

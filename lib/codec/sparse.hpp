@@ -9,9 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <zring/compression.hpp>
+#include <vector>
 
-#include "codec/payload.hpp"
+#include <zring/compression.hpp>
 
 namespace zring::codec::detail {
 
@@ -32,55 +32,11 @@ void encode_sparse_range(const std::uint32_t* indices, const float* values, std:
 // original_size, every byte consumed. Throws Error(malformed_message).
 void decode_sparse(const CompressionMethod& method, CompressedGradient& g);
 
-// A payload of the layout read where it lies, pair by pair in index order,
-// instead of decoded into vectors of its own: the collective keeps every
-// rank's payload until the average is made, and a decoded copy would take
-// 8 bytes more per pair. The payload is checked once, when the reader is
-// made, exactly as decode_sparse checks it (the same errors); the bytes
-// must outlive the reader and its cursors.
-class SparsePairs {
- public:
-  SparsePairs() = default;
-  // The payload of size bytes at data, for a tensor of n elements.
-  SparsePairs(const CompressionMethod& method, const std::uint8_t* data, std::size_t size,
-              std::size_t n);
-
-  [[nodiscard]] std::size_t size() const noexcept { return pairs_; }
-
-  // Walks the pairs in index order: index() and value() of the current one
-  // while !done().
-  class Cursor {
-   public:
-    Cursor() = default;
-    explicit Cursor(const SparsePairs& pairs) noexcept;
-    [[nodiscard]] bool done() const noexcept { return left_ == 0; }
-    [[nodiscard]] std::uint32_t index() const noexcept { return index_; }
-    [[nodiscard]] float value() const noexcept { return load_f32(value_); }
-    void next() noexcept {
-      value_ += 4;
-      if (--left_ > 0) index_ += gap();
-    }
-
-   private:
-    // The next gap, a varint the reader has checked.
-    std::uint32_t gap() noexcept {
-      std::uint32_t value = 0;
-      for (unsigned shift = 0;; shift += 7) {
-        const std::uint8_t byte = *gap_++;
-        value |= static_cast<std::uint32_t>(byte & 0x7fu) << shift;
-        if ((byte & 0x80u) == 0) return value;
-      }
-    }
-    const std::uint8_t* value_ = nullptr;  // the current pair's value
-    const std::uint8_t* gap_ = nullptr;    // the next pair's index gap
-    std::size_t left_ = 0;                 // pairs from the current one on
-    std::uint32_t index_ = 0;
-  };
-  [[nodiscard]] Cursor begin() const noexcept { return Cursor(*this); }
-
- private:
-  const std::uint8_t* data_ = nullptr;
-  std::size_t pairs_ = 0;
-};
+// decode_sparse of the size bytes at data, the payload of a tensor of n
+// elements, into indices and values (keeping their capacity): the same
+// checks and errors, without a copy of the payload in a gradient.
+void decode_sparse_pairs(const CompressionMethod& method, const std::uint8_t* data,
+                         std::size_t size, std::size_t n, std::vector<std::uint32_t>& indices,
+                         std::vector<float>& values);
 
 }  // namespace zring::codec::detail
