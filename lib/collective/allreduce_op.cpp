@@ -81,42 +81,6 @@ std::uint64_t max_data_bytes(const NodeSummary& summary, std::size_t local_ranks
   return static_cast<std::uint64_t>(std::min(most, kMostData));
 }
 
-// Every node's summary and the data behind it (MethodPlan::data). Each
-// summary is decoded as it arrives, to learn how much data follows it; a
-// summary that does not decode, or announces more data than its manifest
-// can need, fails the op once the exchange is over: every node sees the
-// same bytes, so every node names the same first bad node.
-std::vector<NodeSummary> exchange_summaries(RingLink& link, const OpContext& context,
-                                            const Mine& mine, MethodPlan* plan, RingStats& stats) {
-  const std::size_t nodes = link.nodes();
-  std::vector<NodeSummary> summaries(nodes);
-  std::vector<std::string> bad(nodes);
-  const DataSize data_size = [&](std::size_t n, const Bytes& blob) -> std::optional<std::size_t> {
-    try {
-      summaries[n] = wire::decode_summary(blob.data(), blob.size());
-    } catch (const std::exception& e) {
-      bad[n] = link.describe(n) + " sent a summary that does not decode: " + e.what();
-      return std::nullopt;
-    }
-    const std::uint64_t announced = summaries[n].blob_bytes;
-    if (announced > max_data_bytes(summaries[n], context.local_ranks)) {
-      bad[n] = link.describe(n) + " announced a payload of " + std::to_string(announced) +
-               " bytes, more than its ranks could need for this op";
-      return std::nullopt;
-    }
-    return static_cast<std::size_t>(announced);
-  };
-  const Arrived arrived = [&](std::size_t n, const Bytes& data) {
-    if (plan) plan->data_arrived(n, data);
-  };
-  ring_allgather_with_data(link, mine, data_size, context.ring, stats, arrived);
-  for (std::size_t n = 0; n < nodes; ++n) {
-    if (!bad[n].empty())
-      throw Error(ErrorCode::malformed_message, "op " + std::to_string(context.op_number) + ": " + bad[n]);
-  }
-  return summaries;
-}
-
 // Every node reaches the same verdict from the same summaries.
 void check_summaries(const RingLink& link, const OpContext& context,
                      const std::vector<NodeSummary>& summaries) {
@@ -134,6 +98,64 @@ void check_summaries(const RingLink& link, const OpContext& context,
     if (!diff.empty())
       throw AgreedFailure(ErrorCode::manifest_mismatch, op + "manifest mismatch: " + diff);
   }
+}
+
+// Every node's summary and the data behind it (MethodPlan::data). Each
+// summary is decoded as it arrives, to learn how much data follows it; a
+// summary that does not decode, or announces more data than its manifest
+// can need, fails the op once the exchange is over: every node sees the
+// same bytes, so every node names the same first bad node.
+std::vector<NodeSummary> exchange_summaries(RingLink& link, const OpContext& context,
+                                            const Mine& mine, MethodPlan* plan, float* result,
+                                            RingStats& stats) {
+  const std::size_t nodes = link.nodes();
+  std::vector<NodeSummary> summaries(nodes);
+  std::vector<std::string> bad(nodes);
+  std::size_t known = 0;
+  // Once all are here, the plan learns whether they agree (check_summaries,
+  // which the op runs again once the exchange is over).
+  const auto checked = [&] {
+    if (++known < nodes || !plan) return;
+    bool agree = std::all_of(bad.begin(), bad.end(), [](const std::string& b) { return b.empty(); });
+    if (agree) {
+      try {
+        check_summaries(link, context, summaries);
+      } catch (const std::exception&) {
+        agree = false;
+      }
+    }
+    plan->summaries_checked(agree ? result : nullptr);
+  };
+  const DataSize data_size = [&](std::size_t n, const Bytes& blob) -> std::optional<DataSpec> {
+    try {
+      summaries[n] = wire::decode_summary(blob.data(), blob.size());
+    } catch (const std::exception& e) {
+      bad[n] = link.describe(n) + " sent a summary that does not decode: " + e.what();
+      checked();
+      return std::nullopt;
+    }
+    const std::uint64_t announced = summaries[n].blob_bytes;
+    if (announced > max_data_bytes(summaries[n], context.local_ranks)) {
+      bad[n] = link.describe(n) + " announced a payload of " + std::to_string(announced) +
+               " bytes, more than its ranks could need for this op";
+      checked();
+      return std::nullopt;
+    }
+    checked();
+    return DataSpec{static_cast<std::size_t>(announced), sparse_frames(summaries[n], context.ring)};
+  };
+  const Arrived arrived = [&](std::size_t n, const Bytes& data) {
+    if (plan) plan->data_arrived(n, data);
+  };
+  const FrameArrived frame_arrived = [&](std::size_t n, std::size_t f, const Bytes& data) {
+    if (plan) plan->frame_arrived(n, f, data);
+  };
+  ring_allgather_with_data(link, mine, data_size, context.ring, stats, arrived, frame_arrived);
+  for (std::size_t n = 0; n < nodes; ++n) {
+    if (!bad[n].empty())
+      throw Error(ErrorCode::malformed_message, "op " + std::to_string(context.op_number) + ": " + bad[n]);
+  }
+  return summaries;
 }
 
 }  // namespace
@@ -207,15 +229,19 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
                    const std::vector<std::uint8_t> encoded = wire::encode_summary(mine);
                    return {Bytes::copy_of(encoded.data(), encoded.size()),
                            plan ? plan->data() : Bytes{}};
-                 }};
+                 },
+                 [&](std::size_t f) { return plan->frame(f); }};
+  // Where the averages go is known before the data moves: a plan may write
+  // them while it does (summaries_checked).
+  out.elements = in.elements();
+  if (plan)
+    out.values = input.output ? std::shared_ptr<float[]>(input.output_owner, input.output)
+                              : workspace.result(out.elements);
   const std::vector<NodeSummary> summaries =
-      exchange_summaries(link, context, own, plan.get(), out.stats);
+      exchange_summaries(link, context, own, plan.get(), out.values.get(), out.stats);
   out.phases.summarized = Clock::now();
   link.summaries_known();
   check_summaries(link, context, summaries);
-  out.elements = in.elements();
-  out.values = input.output ? std::shared_ptr<float[]>(input.output_owner, input.output)
-                            : workspace.result(out.elements);
   plan->execute(summaries, out.values.get());
   out.phases.finished = Clock::now();
   // The op went through: what the plan staged becomes the residuals. An op

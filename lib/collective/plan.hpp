@@ -54,6 +54,16 @@ class MethodPlan {
   // while the exchange goes on. Must not throw: a payload that is no good
   // fails the op in execute.
   virtual void data_arrived(std::size_t /*node*/, const Bytes& /*data*/) {}
+  // Framed data instead (ring_allgather.hpp; the sparse methods): this
+  // node's frame f, made when it may go, and every node's frames (this
+  // node's own too) in order as they arrive. Neither may throw: a frame
+  // that is no good fails the op in execute.
+  virtual Bytes frame(std::size_t /*f*/) { return {}; }
+  virtual void frame_arrived(std::size_t /*node*/, std::size_t /*f*/, const Bytes& /*data*/) {}
+  // Once every summary is here, while the data still moves: where the
+  // averages go when the summaries agree, or nullptr when they do not (the
+  // op then fails after the exchange). Must not throw.
+  virtual void summaries_checked(float* /*result*/) {}
   // Whether execute reads the local values range by range as they arrive
   // (OpInput::staging): otherwise the op waits for all of them first.
   [[nodiscard]] virtual bool streams_input() const { return false; }
@@ -70,6 +80,11 @@ std::unique_ptr<MethodPlan> make_dense_plan(PlanInputs& in);    // none, fp16, b
 std::unique_ptr<MethodPlan> make_affine_plan(PlanInputs& in);   // quantization, signsgd
 std::unique_ptr<MethodPlan> make_randomk_plan(PlanInputs& in);  // randomk
 std::unique_ptr<MethodPlan> make_sparse_plan(PlanInputs& in);   // topk, threshold
+
+// The frames a node sends its sparse payloads in (framed data), from its
+// summary: one per frame of the op's values (plan_sparse.cpp); 0 when its
+// method is not topk or threshold, or it cannot take part.
+[[nodiscard]] std::size_t sparse_frames(const NodeSummary& summary, const RingOptions& options) noexcept;
 
 
 }  // namespace zring::collective

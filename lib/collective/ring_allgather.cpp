@@ -10,8 +10,9 @@ namespace {
 
 // One all-gather, driven message by message, so that two can share a
 // receive loop. Each origin's contribution is expected either as one
-// message of any size or as a known number of bytes in chunks; what is
-// expected of an origin may be learned while the gather runs.
+// message of any size, as a known number of bytes in chunks, or as a known
+// number of frames (ring_allgather.hpp); what is expected of an origin may
+// be learned while the gather runs.
 class RingAllgather {
  public:
   // piece(size): the bytes per message of a contribution of `size` bytes
@@ -22,18 +23,32 @@ class RingAllgather {
       : link_(link), phase_(phase), stats_(stats), arrived_(arrived),
         piece_(std::move(piece)), nodes_(link.nodes()), self_(link.node()), size_(nodes_),
         chunk_(nodes_, 1), known_(nodes_, false), parts_(nodes_), received_(nodes_), out_(nodes_),
-        still_(nodes_, 0) {}
+        still_(nodes_, 0), frames_(nodes_, 0), next_(nodes_, 0) {}
 
-  // What origin sends: one message of any size (nullopt) or `bytes` bytes
-  // in pieces (none when 0). Once per origin, before its messages count.
-  void expect(std::size_t origin, std::optional<std::size_t> bytes) {
-    chunk_[origin] = bytes ? std::max<std::size_t>(piece_(*bytes), 1) : 1;
-    const std::size_t pieces = bytes ? (*bytes + chunk_[origin] - 1) / chunk_[origin] : 1;
+  // Framed data: what origin sends is `frames` frames of `bytes` in all
+  // (ring_allgather.hpp), each handed to frame_arrived as it comes, and
+  // this node's own made by make(f) as the window lets them go (pump).
+  void frame_hooks(const FrameArrived* frame_arrived, std::function<Bytes(std::size_t)> make) {
+    frame_arrived_ = frame_arrived;
+    make_ = std::move(make);
+  }
+
+  // What origin sends: one message of any size (nullopt), `bytes` bytes
+  // in pieces (none when 0), or `frames` frames of `bytes` in all. Once per
+  // origin, before its messages count.
+  void expect(std::size_t origin, std::optional<std::size_t> bytes, std::size_t frames = 0) {
+    std::size_t messages = frames;
+    if (frames > 0) {
+      frames_[origin] = frames;
+    } else {
+      chunk_[origin] = bytes ? std::max<std::size_t>(piece_(*bytes), 1) : 1;
+      messages = bytes ? (*bytes + chunk_[origin] - 1) / chunk_[origin] : 1;
+      received_[origin].assign(messages, false);
+      parts_[origin].resize(messages);
+    }
     size_[origin] = bytes;
     known_[origin] = true;
-    received_[origin].assign(pieces, false);
-    parts_[origin].resize(pieces);
-    still_[origin] = origin == self_ ? 0 : pieces;
+    still_[origin] = origin == self_ ? 0 : messages;
     missing_ += still_[origin];
     ++known_count_;
   }
@@ -41,6 +56,11 @@ class RingAllgather {
   // Sends this node's contribution (expect(self) first) and hands it to
   // the arrived hook.
   void start(Bytes mine) {
+    started_ = true;
+    if (frames_[self_] > 0) {
+      pump();
+      return;
+    }
     if (nodes_ > 1) {
       const std::size_t pieces = parts_[self_].size();
       for (std::size_t c = 0; c < pieces; ++c) {
@@ -55,7 +75,24 @@ class RingAllgather {
     if (arrived_) arrived_(self_, out_[self_]);
   }
 
-  [[nodiscard]] bool done() const noexcept { return known_count_ == nodes_ && missing_ == 0; }
+  [[nodiscard]] bool done() const noexcept {
+    return known_count_ == nodes_ && missing_ == 0 && next_[self_] == frames_[self_];
+  }
+
+  // Sends this node's next frames while the window lets them go, all of
+  // them before any is worked on here.
+  void pump() {
+    const std::size_t first = next_[self_];
+    std::vector<Bytes> sent;
+    while (started_ && next_[self_] < frames_[self_] && may_send(next_[self_])) {
+      const std::size_t f = next_[self_]++;
+      sent.push_back(make_(f));
+      if (nodes_ > 1)
+        send({phase_, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(f), 1}, sent.back());
+    }
+    for (std::size_t i = 0; i < sent.size(); ++i)
+      if (*frame_arrived_) (*frame_arrived_)(self_, first + i, sent[i]);
+  }
 
   // Takes a message of this gather's phase: stores and forwards it, or
   // drops it (counted) when it is not one that is expected.
@@ -69,6 +106,10 @@ class RingAllgather {
     }
     if (!known_[origin]) {
       drop(tag, "message ahead of what its node announced");
+      return;
+    }
+    if (frames_[origin] > 0) {
+      accept_frame(msg);
       return;
     }
     if (tag.chunk >= parts_[origin].size() || received_[origin][tag.chunk]) {
@@ -97,6 +138,36 @@ class RingAllgather {
     stats_.drop(std::string(what) + " (phase " + std::to_string(static_cast<int>(tag.phase)) +
                 ", origin " + std::to_string(tag.segment) + ", chunk " + std::to_string(tag.chunk) +
                 ", hop " + std::to_string(tag.hop) + ") during an all-gather");
+  }
+
+  // Every node's frame `frame` is here, or it has no such frame.
+  bool may_send(std::size_t frame) const noexcept {
+    if (frame < kFrameWindow) return true;
+    const std::size_t before = frame - kFrameWindow;
+    for (std::size_t o = 0; o < nodes_; ++o)
+      if (!known_[o] || (next_[o] <= before && frames_[o] > before)) return false;
+    return true;
+  }
+
+  void accept_frame(const Message& msg) {
+    const ChunkTag& tag = msg.tag;
+    const std::size_t origin = tag.segment;
+    if (tag.chunk != next_[origin] || next_[origin] >= frames_[origin]) {
+      drop(tag, "frame out of order or duplicate");
+      return;
+    }
+    if (msg.payload.size() > *size_[origin]) {
+      stats_.drop("frame of " + std::to_string(msg.payload.size()) + " bytes where " +
+                  std::to_string(*size_[origin]) + " were left of those announced");
+      return;
+    }
+    *size_[origin] -= msg.payload.size();
+    ++next_[origin];
+    if (tag.hop + 1 < nodes_) send({tag.phase, tag.segment, tag.chunk, tag.hop + 1}, msg.payload);
+    --missing_;
+    --still_[origin];
+    pump();  // what the window now lets go leaves before the frame is worked on
+    if (*frame_arrived_) (*frame_arrived_)(origin, tag.chunk, msg.payload);
   }
 
   std::size_t expected_size(std::size_t origin, std::size_t chunk) const {
@@ -142,13 +213,19 @@ class RingAllgather {
   std::vector<std::size_t> still_;  // messages per origin not yet here
   std::size_t missing_ = 0;         // messages not yet here, over the origins known
   std::size_t known_count_ = 0;
+  bool started_ = false;
+  // Framed data, per origin: frames announced, and how many arrived (this
+  // node's own: sent); size_ then counts down the bytes still announced.
+  std::vector<std::size_t> frames_, next_;
+  const FrameArrived* frame_arrived_ = nullptr;
+  std::function<Bytes(std::size_t)> make_;
 };
 
 }  // namespace
 
 WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSize& data_size,
                                   const RingOptions& options, RingStats& stats,
-                                  const Arrived& data_arrived) {
+                                  const Arrived& data_arrived, const FrameArrived& frame_arrived) {
   // About an eighth of the data per piece, so that it moves in a pipeline,
   // in whole 4 KiB, from 64 KiB to chunk_bytes.
   const std::size_t most = std::max<std::size_t>(options.chunk_bytes, 1);
@@ -157,9 +234,11 @@ WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSi
     return std::min(most, std::max<std::size_t>(eighth, 64 * 1024));
   };
   RingAllgather data(link, Phase::blobs, stats, data_arrived, piece);
+  data.frame_hooks(&frame_arrived, mine.frame);
   // A summary, as it arrives, says what data to expect from its node.
   const Arrived announce = [&](std::size_t node, const Bytes& bytes) {
-    data.expect(node, data_size(node, bytes).value_or(0));
+    const DataSpec spec = data_size(node, bytes).value_or(DataSpec{});
+    data.expect(node, spec.bytes, spec.frames);
   };
   RingAllgather summaries(link, Phase::manifest, stats, announce,
                           [](std::size_t size) { return size; });
@@ -185,6 +264,7 @@ WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSi
       else summaries.accept(*msg);
     }
     start_when_ready();
+    data.pump();
   }
   return {summaries.take(), data.take()};
 }

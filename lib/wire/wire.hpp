@@ -169,6 +169,11 @@ struct Span {
 };
 [[nodiscard]] std::vector<std::uint8_t> encode_payload_list(
     const std::vector<std::vector<std::uint8_t>>& payloads);
+// The size of the list of `count` payloads of `payload_bytes` in all.
+[[nodiscard]] constexpr std::size_t payload_list_bytes(std::size_t count,
+                                                       std::size_t payload_bytes) noexcept {
+  return 4 + 4 * count + payload_bytes;
+}
 [[nodiscard]] std::vector<Span> decode_payload_list(const std::uint8_t* data, std::size_t size,
                                                     std::size_t expected_count);
 

@@ -198,8 +198,9 @@ NodeSummary decode_summary(const std::uint8_t* data, std::size_t size) {
 std::vector<std::uint8_t> encode_payload_list(
     const std::vector<std::vector<std::uint8_t>>& payloads) {
   const std::uint32_t count = list_length(payloads.size(), "a count");
-  std::size_t total = 4 + 4 * payloads.size();
-  for (const auto& payload : payloads) total += payload.size();
+  std::size_t bytes = 0;
+  for (const auto& payload : payloads) bytes += payload.size();
+  const std::size_t total = payload_list_bytes(payloads.size(), bytes);
   std::vector<std::uint8_t> out(total);
   std::memcpy(out.data(), &count, 4);
   std::size_t at = 4 + 4 * payloads.size();
