@@ -116,6 +116,7 @@ std::vector<NodeSummary> exchange_summaries(RingLink& link, const OpContext& con
   // which the op runs again once the exchange is over).
   const auto checked = [&] {
     if (++known < nodes || !plan) return;
+    link.summaries_known();  // the plan may write results from here on
     bool agree = std::all_of(bad.begin(), bad.end(), [](const std::string& b) { return b.empty(); });
     if (agree) {
       try {
