@@ -413,6 +413,9 @@ void IpcServer::reply_result(const Request& r, const OpDone& done, std::uint64_t
   result.op = done.op;
   result.wire_bytes = done.wire_bytes;
   result.dense_bytes = dense;
+  // The ranks of the ring that ran the op, numbered node by node in it.
+  result.world_size = static_cast<std::uint32_t>(done.ring_nodes * config_.local_ranks);
+  result.rank = static_cast<std::uint32_t>(done.ring_position * config_.local_ranks + r.local_rank);
   if (!r.region) {
     send(r.client, result, share(done.values, done.elements));
     return;

@@ -276,7 +276,9 @@ void RingWorker::execute(OpJob& job) {
   }
   collective::OpContext context;
   // The ranks of the nodes in this op's ring.
-  context.world_size = r.ring.nodes() * config_.local_ranks;
+  done.ring_nodes = r.ring.nodes();
+  done.ring_position = r.ring.node();
+  context.world_size = done.ring_nodes * config_.local_ranks;
   context.local_ranks = config_.local_ranks;
   context.op_seed = mix(r.ring.generation() ^ mix(done.op));
   context.op_number = done.op;

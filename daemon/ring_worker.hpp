@@ -63,6 +63,9 @@ struct OpDone {
   std::shared_ptr<float[]> values;         // averaged, manifest order
   std::size_t elements = 0;
   std::uint64_t wire_bytes = 0;            // what this node put on the ring
+  // The ring that ran the op: how many nodes, and this one's position.
+  std::size_t ring_nodes = 0;
+  std::size_t ring_position = 0;
   std::optional<Status> failure;
   // When the ring thread ran the op (the timeline): unset when it failed
   // before run_allreduce; when run_allreduce threw, only `began` is set.

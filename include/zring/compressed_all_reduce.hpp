@@ -101,6 +101,10 @@ class CompressedAllReduce {
   // feedback, the residual is updated exactly as all_reduce would).
   [[nodiscard]] CompressedMap compress_for_transmission(const TensorMap& gradients);
 
+  // Connected: the ranks of the ring that ran this object's last op (ranks
+  // numbered node by node in it), and this rank's place among them; before
+  // the first op, the ring file's full ring. When nodes are gone the ring
+  // is smaller (docs/membership.md): an op's average is over its ranks.
   [[nodiscard]] std::size_t world_size() const noexcept;
   [[nodiscard]] std::size_t rank() const noexcept;
   [[nodiscard]] const CompressionMethod& method() const noexcept;

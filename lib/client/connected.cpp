@@ -234,7 +234,8 @@ class Connected final : public CompressedAllReduce::Impl {
     request.kind = wire::IpcKind::submit_staged;
     const std::size_t elements = request.manifest.elements();
     const std::size_t bytes = elements * sizeof(float);
-    const collective::StagingOrder order(elements, world_size_ / local_ranks_, rank_ / local_ranks_);
+    // Staged in the segments of the ring file's full ring, as zringd reads them.
+    const collective::StagingOrder order(elements, listed_world_ / local_ranks_, listed_rank_ / local_ranks_);
     for (bool retried = false;; retried = true) {
       // Never over the values of the SharedTensors that hold the buffer.
       if (!region_ || region_->size() < bytes || lent()) attach(bytes, true);
@@ -267,6 +268,11 @@ class Connected final : public CompressedAllReduce::Impl {
   }
 
   void count(const wire::IpcHeader& result) {
+    // world_size() and rank() follow the ring that ran the last op.
+    if (result.world_size != 0 && result.rank < result.world_size) {
+      world_size_ = result.world_size;
+      rank_ = result.rank;
+    }
     traffic_.wire_bytes += result.wire_bytes;
     traffic_.dense_bytes += result.dense_bytes;
     ++traffic_.ops;
@@ -323,8 +329,8 @@ class Connected final : public CompressedAllReduce::Impl {
     request.kind = wire::IpcKind::hello;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
     auto [welcome, unused] = call(request, std::nullopt);
-    world_size_ = welcome.world_size;
-    rank_ = welcome.rank;
+    world_size_ = listed_world_ = welcome.world_size;
+    rank_ = listed_rank_ = welcome.rank;
     local_ranks_ = std::max<std::size_t>(welcome.local_ranks, 1);
     node_ = welcome.node;
   }
@@ -516,7 +522,9 @@ class Connected final : public CompressedAllReduce::Impl {
   DaemonWatch watch_{context_, socket_};  // before socket_ connects
   LocalAggregator local_;
   CompressionMethod method_;
-  std::size_t world_size_ = 1;
+  std::size_t world_size_ = 1;  // of the last op's ring (at first: the full ring)
+  std::size_t listed_world_ = 1;  // of the ring file's full ring (the welcome's)
+  std::size_t listed_rank_ = 0;
   std::size_t rank_ = 0;
   std::size_t local_ranks_ = 1;
   std::string node_;

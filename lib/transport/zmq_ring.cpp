@@ -204,8 +204,8 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
     if (peer.reconnect_at) next = std::min(next, *peer.reconnect_at);
   auto wait = std::max<Clock::duration>(next - now, Clock::duration::zero());
   if (interrupt_) wait = std::min<Clock::duration>(wait, std::chrono::milliseconds(100));
-  std::vector<zmq::pollitem_t> items;
-  items.reserve(4 + 2 * listed());
+  std::vector<zmq::pollitem_t>& items = poll_items_;  // kept: no allocation per poll
+  items.clear();
   items.push_back({in_.handle(), 0, ZMQ_POLLIN, 0});
   items.push_back({monitor_.handle(), 0, ZMQ_POLLIN, 0});
   const std::size_t zap_at = items.size();

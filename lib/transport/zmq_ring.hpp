@@ -181,6 +181,7 @@ class ZmqRing final : public collective::RingLink {
   zmq::socket_t in_;       // PULL, bound at our address
   zmq::socket_t monitor_;  // PAIR: in_'s handshake and disconnect events
   std::vector<Peer> peers_;  // per listed node; this node's slot has no sockets
+  std::vector<zmq::pollitem_t> poll_items_;  // poll_once's, reused
   std::vector<std::array<std::uint8_t, 32>> member_keys_;  // CurveZMQ: per node, binary
   std::deque<std::pair<std::uint64_t, collective::Message>> early_;  // the next op's messages that came before it began
 

@@ -212,7 +212,8 @@ struct IpcHeader {
   // In a request, timeout_ms is the client's: it gives up after that much
   // silence from zringd, counted from `op`, the steady_clock time (ns) it
   // sent the request at (0 and 0: unknown).
-  // welcome
+  // welcome: of the ring file's full ring; result, result_shared: of the
+  // ring that ran the op
   std::uint32_t world_size = 0;
   std::uint32_t rank = 0;
   std::uint32_t local_ranks = 0;

@@ -18,7 +18,8 @@
 // all-reduces round N's gradients, writes the result to FILE and answers
 // "ok" or "error <kind> <message>" on stdout; "shared N FILE" does the same
 // through SharedTensors (made at the first, then kept); "dump 0 FILE" writes
-// what those SharedTensors hold now and answers "ok zero_copy=0|1"; "quit"
+// what those SharedTensors hold now and answers "ok zero_copy=0|1"; "world"
+// answers "world W rank R" (the ring of the last op); "quit"
 // ends it. The test that
 // drives it decides when the ranks move on, as a training loop would.
 //
@@ -82,6 +83,9 @@ int talk(int argc, char** argv) {
   auto ar = zring::CompressedAllReduce::connect(argv[2], zring::CompressionMethod::parse(argv[4]),
                                                 options);
   std::cout << "ready " << ar.rank() << std::endl;
+  // Gradients are drawn from the rank in the ring file's full ring: a
+  // smaller ring renumbers the ranks (world_size() and rank() follow it).
+  const std::size_t listed_rank = ar.rank();
   std::optional<zring::SharedTensors> shared;
   for (std::string line; std::getline(std::cin, line);) {
     std::istringstream command(line);
@@ -89,6 +93,10 @@ int talk(int argc, char** argv) {
     std::uint64_t round = 0;
     command >> verb >> round >> file;
     if (verb == "quit") return 0;
+    if (verb == "world") {
+      std::cout << "world " << ar.world_size() << " rank " << ar.rank() << std::endl;
+      continue;
+    }
     try {
       if (verb == "dump") {
         if (!shared) throw zring::Error(zring::ErrorCode::invalid_argument, "no SharedTensors yet");
@@ -97,7 +105,7 @@ int talk(int argc, char** argv) {
         std::cout << "ok zero_copy=" << shared->zero_copy() << std::endl;
         continue;
       }
-      const auto grads = zring::testing::make_gradients(seed, round, ar.rank(), sizes);
+      const auto grads = zring::testing::make_gradients(seed, round, listed_rank, sizes);
       zring::TensorMap result;
       if (verb == "shared") {
         if (!shared) {

@@ -129,6 +129,11 @@ BOOST_AUTO_TEST_CASE(a_node_killed_for_good_leaves_a_ring_that_goes_on_exactly) 
   BOOST_TEST_MESSAGE("the ring went on " << std::chrono::duration<double>(Clock::now() - killed).count()
                                           << " s after the kill, at round " << *good);
   check_round(clients, *good, {0, 1, 3});
+  // The clients learn the smaller ring from the op: node 3 is rank 2 of 3.
+  clients.talking[3].send_line("world");
+  BOOST_TEST(clients.talking[3].read_line(std::chrono::seconds(10)).value_or("") == "world 3 rank 2");
+  clients.talking[0].send_line("world");
+  BOOST_TEST(clients.talking[0].read_line(std::chrono::seconds(10)).value_or("") == "world 3 rank 0");
   // The failed rounds said why: node 2 is gone, or the ring changed.
   BOOST_TEST((failed.empty() || failed.find("n2") != std::string::npos), failed);
   BOOST_TEST_REQUIRE(all_ok(clients.round(*good + 1, {0, 1, 3})));
@@ -192,7 +197,11 @@ BOOST_AUTO_TEST_CASE(a_killed_node_started_again_is_taken_back_in) {
   BOOST_TEST_REQUIRE(smaller.has_value(), "no round worked on nodes 0, 2:" << failed);
   ring.start(1);
   clients.start(1);
+  clients.talking[2].send_line("world");
+  BOOST_TEST(clients.talking[2].read_line(std::chrono::seconds(10)).value_or("") == "world 2 rank 1");
   const auto whole = first_good_round(clients, {0, 1, 2}, *smaller + 1, kGoesOnWithin, &failed);
   BOOST_TEST_REQUIRE(whole.has_value(), "no round worked on all three once node 1 was back:" << failed);
   check_round(clients, *whole, {0, 1, 2});
+  clients.talking[2].send_line("world");
+  BOOST_TEST(clients.talking[2].read_line(std::chrono::seconds(10)).value_or("") == "world 3 rank 2");
 }
