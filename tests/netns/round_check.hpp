@@ -35,8 +35,12 @@ class RoundChecker {
   RoundChecker(const Clients& clients, std::vector<std::string> node_names);
 
   // Checks one round; `since` is when the fault began (or the round started,
-  // whichever is later) for the time-to-error.
-  Verdict check(const Round& round, Clock::time_point since);
+  // whichever is later) for the time-to-error. With `ring`, the ranks of a
+  // smaller ring the op may have run on instead (a node left or joins): a
+  // result of one of them may also be their average (not with error
+  // feedback).
+  Verdict check(const Round& round, Clock::time_point since,
+                const std::vector<std::size_t>* ring = nullptr);
 
  private:
   CompressionMethod method_;

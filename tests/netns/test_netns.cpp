@@ -110,32 +110,39 @@ struct RunFixture {
 };
 BOOST_TEST_GLOBAL_FIXTURE(RunFixture);
 
-// A network of kNodes namespaces and a running, formed ring on it.
-struct RingFixture {
-  Network net{kNodes};
-  NetnsRing ring{net, [] {
-                   NetnsRingOptions o;
-                   o.zringd = ZRING_ZRINGD_PATH;
-                   o.ring_client = ZRING_RING_CLIENT_PATH;
-                   o.timeout_ms = kTimeoutMs;
-                   o.heartbeat_ms = 200;
-                   // These scenarios check that no op completes while a link
-                   // is down: a ring that may not go on without a node.
-                   o.min_nodes = kNodes;
-                   return o;
-                 }()};
-  std::mt19937 rng{20261130};
+NetnsRingOptions ring_options(std::size_t min_nodes) {
+  NetnsRingOptions o;
+  o.zringd = ZRING_ZRINGD_PATH;
+  o.ring_client = ZRING_RING_CLIENT_PATH;
+  o.timeout_ms = kTimeoutMs;
+  o.heartbeat_ms = 200;
+  o.min_nodes = min_nodes;
+  return o;
+}
 
-  RingFixture() {
+// A network of kNodes namespaces and a running, formed ring on it. Most
+// scenarios check that no op completes while a link is down: their ring
+// may not go on without a node (min_nodes is kNodes).
+struct RingFixture {
+  explicit RingFixture(std::size_t min_nodes = kNodes) : ring(net, ring_options(min_nodes)) {
     ring.start_all();
     if (!ring.wait_up(30s)) throw std::runtime_error("the ring did not come up:\n" + logs());
   }
+  Network net{kNodes};
+  NetnsRing ring;
+  std::mt19937 rng{20261130};
+
   std::string logs() const {
     std::string all = ring.yaml();
     for (std::size_t n = 0; n < kNodes; ++n)
       all += "--- zringd " + NetnsRing::name(n) + ":\n" + ring.log(n);
     return all;
   }
+};
+
+// The elastic ring: zringd's default min_nodes (2 of 3).
+struct ElasticRingFixture : RingFixture {
+  ElasticRingFixture() : RingFixture(0) {}
 };
 
 // The assertions every checked round must pass (round_check.hpp).
@@ -424,6 +431,49 @@ BOOST_FIXTURE_TEST_CASE(reordered_and_duplicated_packets, RingFixture,
     checked_round(clients, checker, number++, Clock::now(), &tally, "reorder/duplicate");
   net.restore(1);
   expect_recovery(*this, clients, checker, number, "reorder/duplicate");
+}
+
+// Scenario 4: the elastic ring. One node's link stays down: the other two
+// (a majority) go on without it, with their average, and the cut node's
+// rank gets errors; once the link is back the ring takes the node in again.
+BOOST_FIXTURE_TEST_CASE(a_link_that_stays_down_leaves_the_others_going_on, ElasticRingFixture) {
+  Tally& tally = tallies()["link down for good (elastic ring)"];
+  Clients clients(ring, net, "none", 61, kSizes);
+  RoundChecker checker(clients, node_names());
+  std::uint64_t number = 0;
+  const Verdict before = checked_round(clients, checker, number++, Clock::now(), nullptr, "elastic");
+  BOOST_TEST_REQUIRE(before.all_ok(), "before the cut: " << describe(before) << " " << before.first_error);
+  const std::size_t victim = 2;
+  const std::vector<std::size_t> others = {0, 1};
+  net.set_link(victim, Network::End::hub, false);
+  ++tally.injected;
+  const auto cut = Clock::now();
+  bool went_on = false;
+  std::string last;
+  while (!went_on && Clock::now() - cut < kGuard) {
+    const Round round = clients.run_round(number++, kGuard);
+    const Verdict v = checker.check(round, cut, &others);
+    expect_sound(v, "elastic, link of " + NetnsRing::name(victim) + " down", round.number);
+    tally.add(v);
+    went_on = v.ok == others.size();
+    last = describe(v) + " " + v.first_error;
+  }
+  BOOST_TEST_REQUIRE(went_on, "the two nodes with a link never went on without " << NetnsRing::name(victim)
+                                                                                  << ": " << last << "\n" << logs());
+  BOOST_TEST_MESSAGE("elastic: the ring went on without " << NetnsRing::name(victim) << " "
+                                                          << seconds(Clock::now() - cut) << " s after the cut");
+  net.set_link(victim, Network::End::hub, true);
+  const auto repaired = Clock::now();
+  bool whole = false;
+  while (!whole && Clock::now() - repaired < kGuard) {
+    const Round round = clients.run_round(number++, kGuard);
+    const Verdict v = checker.check(round, repaired, &others);  // until the node is taken in
+    expect_sound(v, "elastic, link of " + NetnsRing::name(victim) + " back", round.number);
+    whole = v.all_ok();
+    last = describe(v) + " " + v.first_error;
+  }
+  BOOST_TEST(whole, "no round worked on all three once the link was back: " << last);
+  BOOST_TEST(ring.daemons_running(), "a zringd exited\n" << logs());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
