@@ -153,6 +153,7 @@ void RingWorker::answer_queued(const Status& failure) {
 void RingWorker::loop() {
   Ring& r = *ring_;
   while (!stopping_) {
+    r.ring.between_ops();
     report_state();
     std::optional<OpJob> job = take_ready_job();
     if (job && job->reset_rank) {

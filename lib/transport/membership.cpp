@@ -29,7 +29,7 @@ const char* peer_state_name(PeerState state) noexcept {
 
 Membership::Membership(MembershipOptions options, std::uint64_t seed, Deadline now)
     : options_(std::move(options)), random_(seed), started_(now), peers_(options_.names.size()),
-      next_heartbeat_(now), next_form_(now) {
+      passed_over_until_(options_.names.size(), now), next_heartbeat_(now), next_form_(now) {
   if (listed() == 1) try_form(now);
 }
 
@@ -228,7 +228,7 @@ void Membership::watch_members(Deadline now) {
   }
   if (in_op_ || coordinator(now) != options_.self) return;
   for (std::size_t n = 0; n < listed(); ++n) {
-    if (is_member(n) || !live(n, now)) continue;
+    if (is_member(n) || !live(n, now) || passed_over_until_[n] > now) continue;
     // Between two ops of this node: the ring takes the node in.
     go_down("taking in node '" + options_.names[n] + "'", now);
     return;
@@ -239,10 +239,24 @@ void Membership::watch_members(Deadline now) {
 // the live nodes when it does, the others ask it to.
 void Membership::try_form(Deadline now) {
   next_form_ = now + std::max<Clock::duration>(options_.heartbeat, std::chrono::milliseconds(200));
+  // Proposals that do not come back for half a timeout: the nodes they take
+  // in anew (not in the last ring) are left out for a while, so that one
+  // node that cannot be reached both ways keeps no ring down (the ops that
+  // wait for the ring wait a timeout).
+  if (forming_ != 0 && now - forming_since_ > options_.timeout / 2) {
+    for (const std::uint32_t n : proposed_) {
+      if (std::find(last_up_.begin(), last_up_.end(), n) != last_up_.end()) continue;
+      passed_over_until_[n] = now + 10 * options_.timeout;
+      last_change_ = "node '" + options_.names[n] + "' did not pass on a FORM within " +
+                     ms_text(options_.timeout / 2) + ": the ring goes on without it for " +
+                     ms_text(10 * options_.timeout);
+    }
+    forming_since_ = now;
+  }
   std::vector<std::uint32_t> ring, waiting;
   for (std::size_t n = 0; n < listed(); ++n) {
-    if (live(n, now)) ring.push_back(static_cast<std::uint32_t>(n));
-    else if (!silent(n, now)) waiting.push_back(static_cast<std::uint32_t>(n));
+    if (live(n, now) && passed_over_until_[n] <= now) ring.push_back(static_cast<std::uint32_t>(n));
+    else if (!live(n, now) && !silent(n, now)) waiting.push_back(static_cast<std::uint32_t>(n));
   }
   if (waiting.empty() && ring.size() < options_.min_nodes) {
     std::vector<std::uint32_t> silent_ones;
@@ -270,7 +284,8 @@ void Membership::try_form(Deadline now) {
   propose(ring, down_reason_, now);
 }
 
-void Membership::propose(const std::vector<std::uint32_t>& ring, const std::string& why, Deadline) {
+void Membership::propose(const std::vector<std::uint32_t>& ring, const std::string& why, Deadline now) {
+  if (forming_ == 0) forming_since_ = now;
   forming_ = random_() | 1;  // never 0: 0 means "no generation"
   proposed_ = ring;
   if (ring.size() == 1) {
@@ -295,6 +310,7 @@ void Membership::adopt(std::uint64_t generation, std::vector<std::uint32_t> ring
     last_change_ = last_up_.empty() ? "formed " + names_of(ring) : names_of(last_up_) + " -> " + names_of(ring) + ": " + cause;
   generation_ = generation;
   members_ = std::move(ring);
+  forming_ = 0;  // a coordinator that adopts another's generation stops forming its own
   up_ = false;
   down_reason_ = "the ring is re-forming: " + cause;
   for (Peer& p : peers_) p.confirmed = p.left = false;

@@ -153,6 +153,8 @@ class Membership {
   bool up_ = false;
   std::uint64_t forming_ = 0;      // coordinator: the generation it proposed
   std::vector<std::uint32_t> proposed_;
+  Deadline forming_since_;         // when its proposals began
+  std::vector<Deadline> passed_over_until_;  // per node: not taken in before (it did not pass a FORM on)
   std::string down_reason_ = "the ring has not formed yet";
   std::string last_change_;
   Deadline next_heartbeat_;

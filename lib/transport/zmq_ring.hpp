@@ -89,6 +89,9 @@ class ZmqRing final : public collective::RingLink {
   // Runs the protocol until `until`, until `wake` (if given) is readable, or
   // until the ring goes up or down.
   void service(collective::Deadline until, zmq::socket_t* wake);
+  // Runs the protocol's timers once between two ops, so that the coordinator
+  // can take a node in even when ops follow each other without a pause.
+  void between_ops() { run_timers(); }
 
   // --- ops -----------------------------------------------------------------------
   // Starts the next op of the current generation; returns its number. The

@@ -46,6 +46,7 @@ class Network {
     cut_.insert({a, b});
     cut_.insert({b, a});
   }
+  void cut_one_way(std::size_t from, std::size_t to) { cut_.insert({from, to}); }
   void heal() { cut_.clear(); }
 
   // Moves the clock by `span`, ticking every running node each step and
@@ -258,6 +259,34 @@ BOOST_AUTO_TEST_CASE(a_late_node_passes_over_a_first_node_the_ring_goes_on_witho
   net.stop(3);
   net.start(3);  // never heard n0: it must not wait a timeout for it
   BOOST_TEST(net.settles_on({1, 2, 3}, kTimeout / 2));
+}
+
+BOOST_AUTO_TEST_CASE(a_node_that_cannot_be_reached_is_left_out_rather_than_keep_the_ring_down) {
+  Network net(4);
+  net.stop(3);
+  BOOST_REQUIRE(net.settles_on({0, 1, 2}, kTimeout + 1s));
+  // n3 comes up and is heard, but nothing reaches it from n2, its
+  // predecessor: the FORM that takes it in never comes back.
+  net.start(3);
+  net.cut_one_way(2, 3);
+  net.run(kTimeout / 4);
+  BOOST_TEST(!net.at(0).up());  // trying to take n3 in
+  BOOST_TEST(net.settles_on({0, 1, 2}, kTimeout + 1s));
+  BOOST_TEST(net.at(0).last_change().find("node 'n3' did not pass on a FORM within 500 ms") == 0,
+             net.at(0).last_change());
+  net.run(3 * kTimeout);
+  BOOST_TEST(net.agreed({0, 1, 2}));  // not tried again for a while
+  net.heal();
+  BOOST_TEST(net.settles_on({0, 1, 2, 3}, 10 * kTimeout + 2s));
+}
+
+BOOST_AUTO_TEST_CASE(a_coordinator_that_adopts_another_ones_ring_comes_up_in_it) {
+  Network net(3);
+  net.stop(0);
+  BOOST_REQUIRE(net.settles_on({1, 2}, kTimeout + 1s));
+  net.start(0);  // the first node is back: it coordinates, n1 stops forming its own
+  BOOST_TEST(net.settles_on({0, 1, 2}, 2s));
+  BOOST_TEST(net.at(1).coordinator(net.now()) == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(one_listed_node_is_a_ring_at_once) {
