@@ -1,0 +1,84 @@
+"""The elastic ring from Python: a node gone for good, the others go on with
+their own average, and world_size / rank follow the ring (docs/membership.md)."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import zring
+from gradients import make_gradients
+
+
+def one_round(conns, round_number, listed_ranks):
+    """Every connection all-reduces its rank's gradients of the round at once;
+    (result or zring.Error) per connection."""
+    answers = [None] * len(conns)
+
+    def rank(i):
+        try:
+            answers[i] = conns[i].all_reduce(make_gradients(11, round_number, listed_ranks[i], [3000]))
+        except zring.Error as e:
+            answers[i] = e
+
+    threads = [threading.Thread(target=rank, args=(i,)) for i in range(len(conns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers
+
+
+def test_a_node_gone_for_good_leaves_a_ring_that_goes_on(local_ring):
+    ring = local_ring(3, timeout_ms=2000, heartbeat_ms=100)  # min_nodes: 2 of 3
+    conns = [zring.CompressedAllReduce.connect(ring.ipc(n), "none", timeout_ms=20000) for n in range(3)]
+    try:
+        assert [c.world_size for c in conns] == [3, 3, 3]
+        first = one_round(conns, 0, [0, 1, 2])
+        assert all(isinstance(a, dict) for a in first), first
+        ring.stop_node(2)
+        conns[2].close()
+        survivors, ranks = conns[:2], [0, 1]
+        deadline = time.monotonic() + 30
+        round_number, answers = 1, []
+        while time.monotonic() < deadline:
+            answers = one_round(survivors, round_number, ranks)
+            if all(isinstance(a, dict) for a in answers):
+                break
+            for a in answers:
+                if isinstance(a, zring.Error):
+                    assert a.kind in ("peer_lost", "timeout", "aborted"), a
+            round_number += 1
+        assert all(isinstance(a, dict) for a in answers), answers
+        expected = sum(make_gradients(11, round_number, r, [3000])["t000"].astype(np.float64)
+                       for r in ranks) / 2
+        for a in answers:
+            np.testing.assert_allclose(a["t000"], expected, rtol=1e-5, atol=1e-6)
+            assert a["t000"].tobytes() == answers[0]["t000"].tobytes()
+        assert [(c.world_size, c.rank) for c in survivors] == [(2, 0), (2, 1)]
+        status = zring.daemon_status(ring.ipc(0))
+        assert status["ring_up"] and status["min_nodes"] == 2
+        assert status["ring_members"] == [ring.name(0), ring.name(1)]
+        assert f"-> [{ring.name(0)} {ring.name(1)}]" in status["last_change"], status["last_change"]
+        states = [m["state"] for m in status["members"]]
+        assert states == ["self", "up", "down"], states
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_a_ring_without_a_quorum_says_so(local_ring):
+    ring = local_ring(3, timeout_ms=2000, heartbeat_ms=100, min_nodes=3)
+    conn = zring.CompressedAllReduce.connect(ring.ipc(0), "none", timeout_ms=20000)
+    try:
+        ring.stop_node(2)
+        deadline = time.monotonic() + 30
+        message = ""
+        while "no quorum" not in message and time.monotonic() < deadline:
+            with pytest.raises(zring.Error) as caught:
+                conn.all_reduce({"w": np.ones(4, np.float32)})
+            message = caught.value.message
+        assert "no quorum: 2 of the 3 listed nodes are reachable" in message, message
+        assert "min_nodes is 3" in message, message
+    finally:
+        conn.close()
