@@ -7,14 +7,14 @@
 //           99% exact zeros (an averaged sparse gradient, an embedding's).
 // decode:   payload -> view (values), into a gradient whose buffers are
 //           reused across iterations, as a receiver's would be.
+#include <benchmark/benchmark.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <benchmark/benchmark.h>
 
 #include "codec/codec.hpp"
 #include "codec/error_feedback.hpp"

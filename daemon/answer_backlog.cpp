@@ -28,8 +28,10 @@ std::size_t AnswerBacklog::flush(const Send& send) {
       queue.answers.pop_front();
       ++sent;
     }
-    if (queue.answers.empty() || outcome == Sent::gone) it = waiting_.erase(it);
-    else ++it;
+    if (queue.answers.empty() || outcome == Sent::gone)
+      it = waiting_.erase(it);
+    else
+      ++it;
   }
   return sent;
 }

@@ -15,7 +15,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
 #include <zmq.hpp>
 
 namespace zring::daemon {
@@ -23,8 +22,8 @@ namespace zring::daemon {
 class AnswerBacklog {
  public:
   struct Answer {
-    std::vector<std::uint8_t> header;     // the encoded IpcHeader frame
-    std::optional<zmq::message_t> values; // a values frame, if the answer has one
+    std::vector<std::uint8_t> header;      // the encoded IpcHeader frame
+    std::optional<zmq::message_t> values;  // a values frame, if the answer has one
     [[nodiscard]] std::size_t bytes() const noexcept {
       return header.size() + (values ? values->size() : 0);
     }

@@ -2,11 +2,9 @@
 
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <csignal>
 #include <cstring>
-
-#include <boost/asio/post.hpp>
-
 #include <zring/error.hpp>
 
 #include "log.hpp"
@@ -16,26 +14,32 @@ namespace zring::daemon {
 
 Daemon::Daemon(RingConfig config, std::string config_path, std::optional<std::string> node,
                std::optional<std::string> log_level_override)
-    : config_(std::move(config)), config_path_(std::move(config_path)), node_(std::move(node)),
-      log_level_override_(std::move(log_level_override)), zmq_(1),
-      worker_(zmq_, config_,
-              [this](OpDone done) {
-                boost::asio::post(io_, [this, done = std::move(done)]() mutable {
-                  ipc_.on_op_done(std::move(done));
-                });
-              },
-              [this](RingState state) {
-                boost::asio::post(io_, [this, state] {
-                  ipc_.on_ring_state(state);
-                  notify_ring_state(state);
-                });
-              },
-              [this](Status failure) {
-                boost::asio::post(io_, [this, failure] { shutdown("the ring thread stopped", failure); });
-              }),
+    : config_(std::move(config)),
+      config_path_(std::move(config_path)),
+      node_(std::move(node)),
+      log_level_override_(std::move(log_level_override)),
+      zmq_(1),
+      worker_(
+          zmq_, config_,
+          [this](OpDone done) {
+            boost::asio::post(io_, [this, done = std::move(done)]() mutable {
+              ipc_.on_op_done(std::move(done));
+            });
+          },
+          [this](RingState state) {
+            boost::asio::post(io_, [this, state] {
+              ipc_.on_ring_state(state);
+              notify_ring_state(state);
+            });
+          },
+          [this](Status failure) {
+            boost::asio::post(io_,
+                              [this, failure] { shutdown("the ring thread stopped", failure); });
+          }),
       ipc_(io_, zmq_, config_, worker_) {
   if (config_.metrics)
-    metrics_.emplace(io_, *config_.metrics, [this] { return render_prometheus(ipc_.stats(), config_); });
+    metrics_.emplace(io_, *config_.metrics,
+                     [this] { return render_prometheus(ipc_.stats(), config_); });
 }
 
 Daemon::~Daemon() {
@@ -82,12 +86,15 @@ std::string needs_restart(const RingConfig& running, const RingConfig& fresh) {
     if (running.nodes.size() != fresh.nodes.size()) return false;
     for (std::size_t n = 0; n < running.nodes.size(); ++n) {
       const NodeConfig &a = running.nodes[n], &b = fresh.nodes[n];
-      if (a.name != b.name || a.address != b.address || a.ipc != b.ipc || a.public_key != b.public_key)
+      if (a.name != b.name || a.address != b.address || a.ipc != b.ipc ||
+          a.public_key != b.public_key)
         return false;
     }
     return true;
   };
-  const auto listen = [](const RingConfig& c) { return c.metrics ? c.metrics->listen : std::string(); };
+  const auto listen = [](const RingConfig& c) {
+    return c.metrics ? c.metrics->listen : std::string();
+  };
   std::string keys;
   const auto add = [&](bool changed, const char* key) {
     if (changed) keys += (keys.empty() ? "" : ", ") + std::string(key);
@@ -101,8 +108,11 @@ std::string needs_restart(const RingConfig& running, const RingConfig& fresh) {
   add(running.chunk_bytes != fresh.chunk_bytes, "chunk_bytes");
   add(running.max_message_bytes != fresh.max_message_bytes, "max_message_bytes");
   add(listen(running) != listen(fresh), "metrics");
-  const auto secret = [](const RingConfig& c) { return c.curve ? c.curve->secret_key : std::string(); };
-  add(running.curve.has_value() != fresh.curve.has_value() || secret(running) != secret(fresh), "curve");
+  const auto secret = [](const RingConfig& c) {
+    return c.curve ? c.curve->secret_key : std::string();
+  };
+  add(running.curve.has_value() != fresh.curve.has_value() || secret(running) != secret(fresh),
+      "curve");
   return keys;
 }
 
@@ -146,8 +156,10 @@ void Daemon::shutdown(const std::string& why, const std::optional<Status>& failu
   }
   sd_notify_status("STOPPING=1\nSTATUS=shutting down");
   if (metrics_) metrics_->stop();
-  if (failure) ipc_.stop(failure->text + "; zringd exits and, under systemd, restarts", failure->code);
-  else ipc_.stop("zringd is shutting down (" + why + ")");
+  if (failure)
+    ipc_.stop(failure->text + "; zringd exits and, under systemd, restarts", failure->code);
+  else
+    ipc_.stop("zringd is shutting down (" + why + ")");
   // ZeroMQ leaves the socket file behind; a client must find no daemon there.
   if (ipc_bound_) ::unlink(config_.ipc.substr(std::strlen("ipc://")).c_str());
   worker_.stop();
@@ -162,7 +174,8 @@ void Daemon::notify_ring_state(const RingState& state) {
   notified_ = std::move(now);
   if (state.up && !ready_sent_) {
     ready_sent_ = true;
-    sd_notify_status("READY=1\nSTATUS=ring up (" + std::to_string(config_.nodes.size()) + " nodes)");
+    sd_notify_status("READY=1\nSTATUS=ring up (" + std::to_string(config_.nodes.size()) +
+                     " nodes)");
   } else if (state.up) {
     sd_notify_status("STATUS=ring up (" + std::to_string(config_.nodes.size()) + " nodes)");
   } else {

@@ -1,14 +1,12 @@
 // daemon.hpp - zringd's wiring: config, io_context, signals, IPC, ring (daemon-internal).
 #pragma once
 
+#include <boost/asio/io_context.hpp>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
-
-#include <boost/asio/io_context.hpp>
 #include <zmq.hpp>
-
 #include <zring/config.hpp>
 
 #include "ipc_server.hpp"
@@ -46,7 +44,7 @@ class Daemon {
   IpcServer ipc_;
   std::optional<MetricsServer> metrics_;  // when the config has metrics.listen
   std::optional<SignalThread> signals_;   // SIGINT, SIGTERM, SIGHUP, from run() on
-  bool ipc_bound_ = false;  // the IPC socket file is ours to remove
+  bool ipc_bound_ = false;                // the IPC socket file is ours to remove
   bool ready_sent_ = false;
   std::optional<std::pair<bool, std::string>> notified_;  // the ring state systemd last heard
   bool stopping_ = false;

@@ -24,14 +24,14 @@ struct DaemonStats {
   std::string last_error;
   Time last_error_at{};
   struct PerMethod {
-    std::uint64_t ops = 0;                  // succeeded
+    std::uint64_t ops = 0;  // succeeded
     std::uint64_t failed = 0;
     std::uint64_t raw_bytes = 0;            // what a dense float32 ring would have sent (and
                                             // received): 2 (N-1) / N of the gradients per op
     std::uint64_t wire_bytes_sent = 0;      // ring frames sent while ops of this method ran
     std::uint64_t wire_bytes_received = 0;  // ring frames received while they ran
   };
-  std::map<std::string, PerMethod> methods;   // by method text ("quant:8")
+  std::map<std::string, PerMethod> methods;     // by method text ("quant:8")
   std::map<std::string, std::uint64_t> errors;  // failed ops by error kind ("timeout")
   // Ring traffic between ops: heartbeats and membership.
   std::uint64_t idle_bytes_sent = 0;
@@ -45,8 +45,8 @@ struct DaemonStats {
     double sum = 0;
   } durations;
   RingState ring;
-  Time ring_since = started;                  // when ring.up last changed
-  std::optional<std::string> traffic_owner;   // method of the op that ended since the last report
+  Time ring_since = started;                 // when ring.up last changed
+  std::optional<std::string> traffic_owner;  // method of the op that ended since the last report
 
   void op_succeeded(const std::string& method, std::uint64_t gradient_bytes, std::size_t nodes,
                     double seconds) {
@@ -74,7 +74,8 @@ struct DaemonStats {
   // between, if one did.
   void ring_reported(const RingState& state) {
     const std::uint64_t sent = state.bytes_sent - std::min(state.bytes_sent, ring.bytes_sent);
-    const std::uint64_t received = state.bytes_received - std::min(state.bytes_received, ring.bytes_received);
+    const std::uint64_t received =
+        state.bytes_received - std::min(state.bytes_received, ring.bytes_received);
     if (traffic_owner) {
       methods[*traffic_owner].wire_bytes_sent += sent;
       methods[*traffic_owner].wire_bytes_received += received;

@@ -5,12 +5,10 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-
-#include <boost/asio/post.hpp>
-
 #include <zring/error.hpp>
 
 #include "log.hpp"
@@ -24,9 +22,9 @@ namespace {
 zmq::message_t share(const std::shared_ptr<float[]>& values, std::size_t elements) {
   if (elements == 0) return zmq::message_t();
   auto* keep = new std::shared_ptr<float[]>(values);
-  return zmq::message_t(values.get(), elements * sizeof(float),
-                        [](void*, void* hint) { delete static_cast<std::shared_ptr<float[]>*>(hint); },
-                        keep);
+  return zmq::message_t(
+      values.get(), elements * sizeof(float),
+      [](void*, void* hint) { delete static_cast<std::shared_ptr<float[]>*>(hint); }, keep);
 }
 
 std::string ipc_path(const std::string& endpoint) { return endpoint.substr(std::strlen("ipc://")); }
@@ -53,8 +51,9 @@ std::string region_prefix(const std::string& socket) {
       if (c == '/') c = '_';
     return (shm / ("zring" + name)).string() + ".shm.";
   }
-  log_warn("shared buffers for large tensors go to " + path.parent_path().string() +
-           ", which is not in memory (no tmpfs there or at /dev/shm): every op writes them to disk");
+  log_warn(
+      "shared buffers for large tensors go to " + path.parent_path().string() +
+      ", which is not in memory (no tmpfs there or at /dev/shm): every op writes them to disk");
   return socket + ".shm.";
 }
 
@@ -72,11 +71,18 @@ void remove_stale_regions(const std::string& prefix) {
 
 }  // namespace
 
-IpcServer::IpcServer(boost::asio::io_context& io, zmq::context_t& context,
-                     const RingConfig& config, RingWorker& worker)
-    : io_(io), config_(config), worker_(worker), socket_(context, zmq::socket_type::router),
-      fd_(io), stall_timer_(io), keepalive_timer_(io), backlog_timer_(io),
-      backlog_(kBacklogBytes), ranks_(config) {}
+IpcServer::IpcServer(boost::asio::io_context& io, zmq::context_t& context, const RingConfig& config,
+                     RingWorker& worker)
+    : io_(io),
+      config_(config),
+      worker_(worker),
+      socket_(context, zmq::socket_type::router),
+      fd_(io),
+      stall_timer_(io),
+      keepalive_timer_(io),
+      backlog_timer_(io),
+      backlog_(kBacklogBytes),
+      ranks_(config) {}
 
 IpcServer::~IpcServer() {
   if (fd_.is_open()) fd_.release();  // the descriptor is ZeroMQ's, not ours to close
@@ -98,8 +104,9 @@ void IpcServer::start() {
   try {
     socket_.bind(config_.ipc);
   } catch (const zmq::error_t& e) {
-    throw Error(ErrorCode::connection_failed, "cannot listen on " + config_.ipc + ": " + e.what() +
-                                                  " (does the directory exist and is it writable?)");
+    throw Error(ErrorCode::connection_failed,
+                "cannot listen on " + config_.ipc + ": " + e.what() +
+                    " (does the directory exist and is it writable?)");
   }
   // Only the daemon's user and group may talk to it.
   if (::chmod(path.c_str(), 0660) != 0)
@@ -171,13 +178,23 @@ void IpcServer::handle(std::vector<zmq::message_t>& frames) {
   std::optional<zmq::message_t> values;
   if (frames.size() == 3) values = std::move(frames[2]);
   switch (header.kind) {
-    case wire::IpcKind::hello: on_hello(client, header); return;
+    case wire::IpcKind::hello:
+      on_hello(client, header);
+      return;
     case wire::IpcKind::submit:
     case wire::IpcKind::submit_shared:
-    case wire::IpcKind::submit_staged: on_submit(client, header, std::move(values)); return;
-    case wire::IpcKind::attach: on_attach(client, header); return;
-    case wire::IpcKind::status: on_status(client, header); return;
-    case wire::IpcKind::trace: on_trace(client, header); return;
+    case wire::IpcKind::submit_staged:
+      on_submit(client, header, std::move(values));
+      return;
+    case wire::IpcKind::attach:
+      on_attach(client, header);
+      return;
+    case wire::IpcKind::status:
+      on_status(client, header);
+      return;
+    case wire::IpcKind::trace:
+      on_trace(client, header);
+      return;
     default:
       send_error(client, header.request, ErrorCode::malformed_message,
                  "zringd does not take requests of this kind from clients");
@@ -224,7 +241,8 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
                           std::optional<zmq::message_t> values) {
   const std::size_t l = header.local_rank;
   if (!check_owner(client, header)) return;
-  Request r{client, header.request, l, header.manifest, {}, {}, nullptr, false, Clock::now(), std::nullopt};
+  Request r{client, header.request, l,     header.manifest, {},
+            {},     nullptr,        false, Clock::now(),    std::nullopt};
   try {
     r.method = CompressionMethod::parse(header.manifest.method);
   } catch (const Error& e) {
@@ -235,7 +253,8 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
   r.staged = header.kind == wire::IpcKind::submit_staged;
   const bool shared = header.kind == wire::IpcKind::submit_shared || r.staged;
   if (shared) r.region = ranks_.region(l);
-  const std::uint64_t room = shared ? (r.region ? r.region->size() : 0) : (values ? values->size() : 0);
+  const std::uint64_t room =
+      shared ? (r.region ? r.region->size() : 0) : (values ? values->size() : 0);
   if (shared ? room < bytes : room != bytes) {
     send_error(client, header.request, ErrorCode::size_mismatch,
                std::string(shared ? "the shared buffer holds " : "the values frame holds ") +
@@ -278,7 +297,8 @@ bool IpcServer::given_up(const wire::IpcHeader& header) const {
 }
 
 bool IpcServer::check_owner(const std::string& client, const wire::IpcHeader& header) {
-  const std::optional<Refusal> refusal = ranks_.check_owner(client, header.local_rank, header.request);
+  const std::optional<Refusal> refusal =
+      ranks_.check_owner(client, header.local_rank, header.request);
   if (refusal) refuse(*refusal);
   return !refusal;
 }
@@ -361,7 +381,8 @@ void IpcServer::on_op_done(OpDone done) {
   if (done.failure) {
     stats_.op_failed(requests.empty() ? "?" : requests.front().manifest.method, *done.failure);
     log_warn("op " + std::to_string(done.op) + " failed: " + done.failure->text);
-    for (const Request& r : requests) send_error(r.client, r.id, done.failure->code, done.failure->text);
+    for (const Request& r : requests)
+      send_error(r.client, r.id, done.failure->code, done.failure->text);
     record(requests, done);
     return;
   }
@@ -428,7 +449,8 @@ void IpcServer::reply_result(const Request& r, const OpDone& done, std::uint64_t
 }
 
 void IpcServer::on_ring_state(const RingState& state) {
-  if (state.up && !stats_.ring.up) log_info("ring up (generation " + std::to_string(state.generation) + ")");
+  if (state.up && !stats_.ring.up)
+    log_info("ring up (generation " + std::to_string(state.generation) + ")");
   if (!state.up && stats_.ring.up) log_warn("ring down: " + state.reason);
   if (state.dropped > stats_.ring.dropped)
     log_debug(std::to_string(state.dropped - stats_.ring.dropped) + " ring messages dropped");
@@ -439,10 +461,13 @@ void IpcServer::on_ring_state(const RingState& state) {
     const auto now = Clock::now();
     if (!refusal_logged_ || now - *refusal_logged_ >= std::chrono::minutes(1)) {
       refusal_logged_ = now;
-      log_warn("ring port: " + std::to_string(state.auth_rejected) + " connections refused by key, " +
-               std::to_string(state.handshakes_failed) + " failed handshakes so far" +
+      log_warn("ring port: " + std::to_string(state.auth_rejected) +
+               " connections refused by key, " + std::to_string(state.handshakes_failed) +
+               " failed handshakes so far" +
                (state.last_rejection.empty() ? "" : "; last key refused: " + state.last_rejection) +
-               (state.last_handshake_failure.empty() ? "" : "; last failed handshake: " + state.last_handshake_failure));
+               (state.last_handshake_failure.empty()
+                    ? ""
+                    : "; last failed handshake: " + state.last_handshake_failure));
     }
   }
   stats_.ring_reported(state);

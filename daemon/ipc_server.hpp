@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -18,12 +21,7 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <zmq.hpp>
-
 #include <zring/config.hpp>
 
 #include "answer_backlog.hpp"

@@ -3,8 +3,12 @@
 namespace zring::daemon {
 
 LocalRanks::LocalRanks(const RingConfig& config)
-    : config_(config), waiting_(config.local_ranks), owners_(config.local_ranks),
-      owes_(config.local_ranks), regions_(config.local_ranks), clock_shared_(config.local_ranks, false) {}
+    : config_(config),
+      waiting_(config.local_ranks),
+      owners_(config.local_ranks),
+      owes_(config.local_ranks),
+      regions_(config.local_ranks),
+      clock_shared_(config.local_ranks, false) {}
 
 std::string LocalRanks::rank_name(std::size_t local_rank) const {
   return "rank " + std::to_string(config_.self_index * config_.local_ranks + local_rank) +
@@ -17,7 +21,8 @@ LocalRanks::Hello LocalRanks::hello(const std::string& client, std::size_t l, bo
   if (owners_[l] == client) return hello;
   // A new process takes the rank: the old one's state goes.
   for (const Request& r : waiting_[l])
-    hello.refused.push_back({r.client, r.id, ErrorCode::aborted, "another process connected as " + rank_name(l)});
+    hello.refused.push_back(
+        {r.client, r.id, ErrorCode::aborted, "another process connected as " + rank_name(l)});
   waiting_[l].clear();
   owes_[l].reset();
   regions_[l].reset();
@@ -37,10 +42,11 @@ std::optional<Refusal> LocalRanks::check_owner(const std::string& client, std::s
                    "zringd does not know this process as local rank " + std::to_string(l) +
                        " (it restarted since the process connected): connect again"};
   }
-  return Refusal{client, request, ErrorCode::invalid_argument,
-                 "local rank " + std::to_string(l) +
-                     (l < config_.local_ranks ? " is held by another process"
-                                              : " is out of range for node '" + config_.self + "'")};
+  return Refusal{
+      client, request, ErrorCode::invalid_argument,
+      "local rank " + std::to_string(l) +
+          (l < config_.local_ranks ? " is held by another process"
+                                   : " is out of range for node '" + config_.self + "'")};
 }
 
 std::optional<Refusal> LocalRanks::submit(Request r) {
@@ -74,9 +80,10 @@ std::vector<OpJob> LocalRanks::assemble() {
     for (const Request& r : requests)
       if (r.given_up && !job.failure) job.failure = Status{ErrorCode::aborted, *r.given_up};
     for (std::size_t l = 1; l < requests.size() && !job.failure; ++l) {
-      const std::string diff = collective::manifest_difference(
-          requests[0].manifest, rank_name(0), requests[l].manifest, rank_name(l));
-      if (!diff.empty()) job.failure = Status{ErrorCode::manifest_mismatch, "manifest mismatch: " + diff};
+      const std::string diff = collective::manifest_difference(requests[0].manifest, rank_name(0),
+                                                               requests[l].manifest, rank_name(l));
+      if (!diff.empty())
+        job.failure = Status{ErrorCode::manifest_mismatch, "manifest mismatch: " + diff};
     }
     if (!job.failure) {
       for (const Request& r : requests) {

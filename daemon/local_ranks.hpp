@@ -17,7 +17,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
 #include <zring/compression.hpp>
 #include <zring/config.hpp>
 #include <zring/error.hpp>
@@ -70,13 +69,17 @@ class LocalRanks {
   };
   Hello hello(const std::string& client, std::size_t local_rank, bool clock_shared);
   // Whether the rank's hello showed a send time on zringd's clock.
-  [[nodiscard]] bool clock_shared(std::size_t local_rank) const { return clock_shared_.at(local_rank); }
+  [[nodiscard]] bool clock_shared(std::size_t local_rank) const {
+    return clock_shared_.at(local_rank);
+  }
 
   // Nothing when `client` holds local rank l, else why it may not speak for it.
-  [[nodiscard]] std::optional<Refusal> check_owner(const std::string& client, std::size_t local_rank,
+  [[nodiscard]] std::optional<Refusal> check_owner(const std::string& client,
+                                                   std::size_t local_rank,
                                                    std::uint64_t request) const;
 
-  [[nodiscard]] const std::shared_ptr<transport::SharedRegion>& region(std::size_t local_rank) const {
+  [[nodiscard]] const std::shared_ptr<transport::SharedRegion>& region(
+      std::size_t local_rank) const {
     return regions_.at(local_rank);
   }
   void set_region(std::size_t local_rank, std::shared_ptr<transport::SharedRegion> region) {
@@ -110,9 +113,9 @@ class LocalRanks {
 
  private:
   const RingConfig& config_;
-  std::vector<std::deque<Request>> waiting_;                       // per local rank
-  std::vector<std::string> owners_;                                // per local rank: its client
-  std::vector<std::optional<Status>> owes_;                        // per local rank: fail its next op
+  std::vector<std::deque<Request>> waiting_;  // per local rank
+  std::vector<std::string> owners_;           // per local rank: its client
+  std::vector<std::optional<Status>> owes_;   // per local rank: fail its next op
   std::vector<std::shared_ptr<transport::SharedRegion>> regions_;  // per local rank
   std::vector<bool> clock_shared_;  // per local rank: its hello's send time read as ours
   std::map<std::uint64_t, std::vector<Request>> running_;  // job id -> its requests

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-
 #include <zring/error.hpp>
 
 namespace zring::daemon {
@@ -58,10 +57,14 @@ LogLevel parse_log_level(std::string_view text) {
 
 const char* to_string(LogLevel level) noexcept {
   switch (level) {
-    case LogLevel::error: return "error";
-    case LogLevel::warn: return "warn";
-    case LogLevel::info: return "info";
-    case LogLevel::debug: return "debug";
+    case LogLevel::error:
+      return "error";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::debug:
+      return "debug";
   }
   return "?";
 }

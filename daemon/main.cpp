@@ -1,10 +1,8 @@
 // zringd - the zring daemon: one per node, joins the ring, serves local ranks.
+#include <boost/program_options.hpp>
 #include <iostream>
 #include <optional>
 #include <string>
-
-#include <boost/program_options.hpp>
-
 #include <zring/config.hpp>
 #include <zring/error.hpp>
 #include <zring/version.hpp>
@@ -29,9 +27,8 @@ const char* kUsage =
 int check_config(const std::string& path, const std::optional<std::string>& node) {
   const RingConfig config = load_config(path, node);
   std::cout << path << ": ok: " << config.nodes.size() << " nodes x " << config.local_ranks
-            << " local ranks (world size " << config.world_size() << "), this node '"
-            << config.self << "' at " << config.self_node().address << ", ipc " << config.ipc
-            << "\n";
+            << " local ranks (world size " << config.world_size() << "), this node '" << config.self
+            << "' at " << config.self_node().address << ", ipc " << config.ipc << "\n";
   return 0;
 }
 
@@ -42,13 +39,11 @@ int main(int argc, char** argv) {
   // daemon's signal thread takes SIGINT, SIGTERM and SIGHUP.
   (void)daemon::block_async_signals();
   po::options_description options("Options");
-  options.add_options()
-      ("config,c", po::value<std::string>(), "the ring's YAML file")
-      ("node,n", po::value<std::string>(), "this node's name (overrides `self` in the file)")
-      ("check-config", po::value<std::string>(), "validate FILE and exit")
-      ("log-level", po::value<std::string>(), "error | warn | info | debug (overrides the file)")
-      ("version", "print the version and exit")
-      ("help,h", "print this help and exit");
+  options.add_options()("config,c", po::value<std::string>(), "the ring's YAML file")(
+      "node,n", po::value<std::string>(), "this node's name (overrides `self` in the file)")(
+      "check-config", po::value<std::string>(), "validate FILE and exit")(
+      "log-level", po::value<std::string>(), "error | warn | info | debug (overrides the file)")(
+      "version", "print the version and exit")("help,h", "print this help and exit");
   po::variables_map args;
   try {
     po::store(po::parse_command_line(argc, argv, options), args);
@@ -68,7 +63,8 @@ int main(int argc, char** argv) {
   std::optional<std::string> node;
   if (args.count("node")) node = args["node"].as<std::string>();
   try {
-    if (args.count("check-config")) return check_config(args["check-config"].as<std::string>(), node);
+    if (args.count("check-config"))
+      return check_config(args["check-config"].as<std::string>(), node);
     if (!args.count("config")) {
       std::cerr << "zringd: --config FILE is required\n\n" << kUsage << options;
       return 2;

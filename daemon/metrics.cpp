@@ -1,11 +1,9 @@
 #include "metrics.hpp"
 
-#include <cstdio>
-
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
+#include <cstdio>
 #include <zring/error.hpp>
 #include <zring/version.hpp>
 
@@ -18,10 +16,9 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using boost::asio::ip::tcp;
 
-constexpr std::size_t kMaxSessions = 32;            // concurrent scrapers; more are turned away
-constexpr std::size_t kStatusBudget = 48 * 1024;    // the IPC reply must stay < 64 KiB
+constexpr std::size_t kMaxSessions = 32;          // concurrent scrapers; more are turned away
+constexpr std::size_t kStatusBudget = 48 * 1024;  // the IPC reply must stay < 64 KiB
 constexpr auto kIdleTimeout = std::chrono::seconds(30);
-
 
 std::int64_t unix_seconds(DaemonStats::Time t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
@@ -122,17 +119,22 @@ struct Exposition {
 
 void ring_families(Exposition& e, const DaemonStats& stats, const RingConfig& config) {
   const RingState& ring = stats.ring;
-  e.family("zring_ring_up", "gauge", "1 while this node's ring is formed and every member reachable.");
+  e.family("zring_ring_up", "gauge",
+           "1 while this node's ring is formed and every member reachable.");
   e.sample("zring_ring_up", "", ring.up ? "1" : "0");
-  e.family("zring_ring_members", "gauge", "Nodes in the ring this node is up in (0 while it is down).");
+  e.family("zring_ring_members", "gauge",
+           "Nodes in the ring this node is up in (0 while it is down).");
   e.sample("zring_ring_members", "", std::to_string(ring.up ? ring.members.size() : 0));
-  e.family("zring_ring_min_nodes", "gauge", "The quorum: the fewest nodes a ring may have (min_nodes).");
+  e.family("zring_ring_min_nodes", "gauge",
+           "The quorum: the fewest nodes a ring may have (min_nodes).");
   e.sample("zring_ring_min_nodes", "", std::to_string(config.min_nodes));
   e.family("zring_peer_up", "gauge",
-           "1 while the listed node is a member of the ring this node is up in; this node counts as up.");
+           "1 while the listed node is a member of the ring this node is up in; this node counts "
+           "as up.");
   for (std::size_t n = 0; n < config.nodes.size(); ++n) {
     const bool up = n == config.self_index || (n < ring.peers.size() && ring.peers[n] == "up");
-    e.sample("zring_peer_up", "peer=" + label(config.nodes[n].name) + ",address=" + label(config.nodes[n].address),
+    e.sample("zring_peer_up",
+             "peer=" + label(config.nodes[n].name) + ",address=" + label(config.nodes[n].address),
              up ? "1" : "0");
   }
   e.family("zring_ring_formations_total", "counter", "Ring generations this node adopted.");
@@ -146,22 +148,29 @@ void ring_families(Exposition& e, const DaemonStats& stats, const RingConfig& co
            "CurveZMQ clients refused at the ring port: their key is not one of the ring's.");
   e.sample("zring_ring_auth_rejected_total", "", std::to_string(ring.auth_rejected));
   e.family("zring_ring_handshakes_failed_total", "counter",
-           "Connections to the ring port that failed the handshake (no or wrong keys, another protocol).");
+           "Connections to the ring port that failed the handshake (no or wrong keys, another "
+           "protocol).");
   e.sample("zring_ring_handshakes_failed_total", "", std::to_string(ring.handshakes_failed));
   e.family("zring_ring_disconnects_total", "counter",
-           "Connections to the ring port closed: a peer went away or broke the protocol (oversized frame).");
+           "Connections to the ring port closed: a peer went away or broke the protocol (oversized "
+           "frame).");
   e.sample("zring_ring_disconnects_total", "", std::to_string(ring.disconnects));
   e.family("zring_ring_idle_bytes_total", "counter",
            "Bytes on the ring between ops (heartbeats, membership), by direction.");
-  e.sample("zring_ring_idle_bytes_total", "direction=\"sent\"", std::to_string(stats.idle_bytes_sent));
-  e.sample("zring_ring_idle_bytes_total", "direction=\"received\"", std::to_string(stats.idle_bytes_received));
+  e.sample("zring_ring_idle_bytes_total", "direction=\"sent\"",
+           std::to_string(stats.idle_bytes_sent));
+  e.sample("zring_ring_idle_bytes_total", "direction=\"received\"",
+           std::to_string(stats.idle_bytes_received));
 }
 
 void op_families(Exposition& e, const DaemonStats& stats) {
-  e.family("zring_ops_total", "counter", "All-reduce ops this node finished, by method and result.");
+  e.family("zring_ops_total", "counter",
+           "All-reduce ops this node finished, by method and result.");
   for (const auto& [method, m] : stats.methods) {
-    e.sample("zring_ops_total", "method=" + label(method) + ",result=\"ok\"", std::to_string(m.ops));
-    e.sample("zring_ops_total", "method=" + label(method) + ",result=\"error\"", std::to_string(m.failed));
+    e.sample("zring_ops_total", "method=" + label(method) + ",result=\"ok\"",
+             std::to_string(m.ops));
+    e.sample("zring_ops_total", "method=" + label(method) + ",result=\"error\"",
+             std::to_string(m.failed));
   }
   e.family("zring_op_errors_total", "counter", "Failed ops by error kind (see docs/errors.md).");
   for (const ErrorCode code : kErrorCodes) {
@@ -175,16 +184,19 @@ void op_families(Exposition& e, const DaemonStats& stats) {
   const auto& d = stats.durations;
   for (std::size_t b = 0; b < d.bounds.size(); ++b) {
     cumulative += d.counts[b];
-    e.sample("zring_op_duration_seconds_bucket", "le=\"" + number(d.bounds[b]) + "\"", std::to_string(cumulative));
+    e.sample("zring_op_duration_seconds_bucket", "le=\"" + number(d.bounds[b]) + "\"",
+             std::to_string(cumulative));
   }
   e.sample("zring_op_duration_seconds_bucket", "le=\"+Inf\"", std::to_string(d.count));
   e.sample("zring_op_duration_seconds_sum", "", number(d.sum));
   e.sample("zring_op_duration_seconds_count", "", std::to_string(d.count));
-  e.family("zring_raw_bytes_total", "counter",
-           "Bytes a dense float32 ring would have moved for the same ops, by method and direction.");
+  e.family(
+      "zring_raw_bytes_total", "counter",
+      "Bytes a dense float32 ring would have moved for the same ops, by method and direction.");
   for (const auto& [method, m] : stats.methods)
     for (const char* direction : {"sent", "received"})
-      e.sample("zring_raw_bytes_total", "method=" + label(method) + ",direction=\"" + direction + "\"",
+      e.sample("zring_raw_bytes_total",
+               "method=" + label(method) + ",direction=\"" + direction + "\"",
                std::to_string(m.raw_bytes));
   e.family("zring_wire_bytes_total", "counter",
            "Bytes this node put on (sent) and took off (received) the ring during ops, by method.");
@@ -201,43 +213,45 @@ void op_families(Exposition& e, const DaemonStats& stats) {
 std::string render_status_json(const DaemonStats& stats, const RingConfig& config) {
   const auto now = std::chrono::system_clock::now();
   const RingState& ring = stats.ring;
-  std::string out = "{\"node\":" + json_string(config.self) + ",\"version\":" + json_string(version()) +
-                    ",\"ring_up\":" + (ring.up ? "true" : "false") +
-                    ",\"generation\":" + std::to_string(ring.generation) +
-                    ",\"ops_done\":" + std::to_string(stats.ops_done) +
-                    ",\"ops_failed\":" + std::to_string(stats.ops_failed) +
-                    ",\"dropped\":" + std::to_string(ring.dropped) +
-                    ",\"malformed\":" + std::to_string(ring.malformed) +
-                    ",\"last_drop\":" + json_string(clip(ring.last_drop, 512)) +
-                    ",\"curve\":" + (config.curve ? "true" : "false") +
-                    ",\"auth_rejected\":" + std::to_string(ring.auth_rejected) +
-                    ",\"handshakes_failed\":" + std::to_string(ring.handshakes_failed) +
-                    ",\"disconnects\":" + std::to_string(ring.disconnects) +
-                    ",\"last_rejection\":" + json_string(clip(ring.last_rejection, 512)) +
-                    ",\"last_handshake_failure\":" + json_string(clip(ring.last_handshake_failure, 512)) +
-                    ",\"formations\":" + std::to_string(ring.formations) +
-                    ",\"ring_members\":" + json_names(ring.members) +
-                    ",\"min_nodes\":" + std::to_string(config.min_nodes) +
-                    ",\"last_change\":" + json_string(clip(ring.last_change, 512)) +
-                    ",\"ring_reason\":" + json_string(clip(ring.reason)) +
-                    ",\"ring_since\":" + std::to_string(unix_seconds(stats.ring_since)) +
-                    ",\"started\":" + std::to_string(unix_seconds(stats.started)) +
-                    ",\"now\":" + std::to_string(unix_seconds(now)) +
-                    ",\"world_size\":" + std::to_string(config.world_size()) +
-                    ",\"local_ranks\":" + std::to_string(config.local_ranks) +
-                    ",\"first_rank\":" + std::to_string(config.self_index * config.local_ranks) +
-                    ",\"last_error\":" + json_string(clip(stats.last_error)) +
-                    ",\"last_error_at\":" + std::to_string(stats.last_error.empty() ? 0 : unix_seconds(stats.last_error_at)) +
-                    ",\"idle_bytes_sent\":" + std::to_string(stats.idle_bytes_sent) +
-                    ",\"idle_bytes_received\":" + std::to_string(stats.idle_bytes_received) +
-                    ",\"metrics\":" + json_string(config.metrics ? config.metrics->listen : "") + ",\"errors\":{";
+  std::string out =
+      "{\"node\":" + json_string(config.self) + ",\"version\":" + json_string(version()) +
+      ",\"ring_up\":" + (ring.up ? "true" : "false") +
+      ",\"generation\":" + std::to_string(ring.generation) +
+      ",\"ops_done\":" + std::to_string(stats.ops_done) +
+      ",\"ops_failed\":" + std::to_string(stats.ops_failed) +
+      ",\"dropped\":" + std::to_string(ring.dropped) +
+      ",\"malformed\":" + std::to_string(ring.malformed) +
+      ",\"last_drop\":" + json_string(clip(ring.last_drop, 512)) +
+      ",\"curve\":" + (config.curve ? "true" : "false") +
+      ",\"auth_rejected\":" + std::to_string(ring.auth_rejected) +
+      ",\"handshakes_failed\":" + std::to_string(ring.handshakes_failed) +
+      ",\"disconnects\":" + std::to_string(ring.disconnects) +
+      ",\"last_rejection\":" + json_string(clip(ring.last_rejection, 512)) +
+      ",\"last_handshake_failure\":" + json_string(clip(ring.last_handshake_failure, 512)) +
+      ",\"formations\":" + std::to_string(ring.formations) +
+      ",\"ring_members\":" + json_names(ring.members) +
+      ",\"min_nodes\":" + std::to_string(config.min_nodes) +
+      ",\"last_change\":" + json_string(clip(ring.last_change, 512)) +
+      ",\"ring_reason\":" + json_string(clip(ring.reason)) +
+      ",\"ring_since\":" + std::to_string(unix_seconds(stats.ring_since)) +
+      ",\"started\":" + std::to_string(unix_seconds(stats.started)) +
+      ",\"now\":" + std::to_string(unix_seconds(now)) +
+      ",\"world_size\":" + std::to_string(config.world_size()) +
+      ",\"local_ranks\":" + std::to_string(config.local_ranks) +
+      ",\"first_rank\":" + std::to_string(config.self_index * config.local_ranks) +
+      ",\"last_error\":" + json_string(clip(stats.last_error)) + ",\"last_error_at\":" +
+      std::to_string(stats.last_error.empty() ? 0 : unix_seconds(stats.last_error_at)) +
+      ",\"idle_bytes_sent\":" + std::to_string(stats.idle_bytes_sent) +
+      ",\"idle_bytes_received\":" + std::to_string(stats.idle_bytes_received) +
+      ",\"metrics\":" + json_string(config.metrics ? config.metrics->listen : "") + ",\"errors\":{";
   bool first = true;
   for (const auto& [kind, count] : stats.errors) {
     out += (first ? "" : ",") + json_string(kind) + ":" + std::to_string(count);
     first = false;
   }
   out += "},\"methods\":" + json_methods(stats, kStatusBudget / 3);
-  out += ",\"members\":" + json_members(stats, config, kStatusBudget - std::min(out.size(), kStatusBudget / 2));
+  out += ",\"members\":" +
+         json_members(stats, config, kStatusBudget - std::min(out.size(), kStatusBudget / 2));
   return out + "}";
 }
 
@@ -299,12 +313,14 @@ class MetricsServer::Session : public std::enable_shared_from_this<Session> {
       response_.result(http::status::not_found);
       response_.body() = "zringd serves Prometheus metrics at /metrics\n";
     }
-    if (response_.result() != http::status::ok) response_.set(http::field::content_type, "text/plain");
+    if (response_.result() != http::status::ok)
+      response_.set(http::field::content_type, "text/plain");
     response_.prepare_payload();
-    http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec || !self->response_.keep_alive()) return self->close();
-      self->read();
-    });
+    http::async_write(stream_, response_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        if (ec || !self->response_.keep_alive()) return self->close();
+                        self->read();
+                      });
   }
 
   beast::tcp_stream stream_;
@@ -321,8 +337,8 @@ MetricsServer::~MetricsServer() { stop(); }
 
 void MetricsServer::start() {
   const auto fail = [&](const std::string& why) {
-    throw Error(ErrorCode::connection_failed,
-                "cannot serve metrics on " + config_.listen + ": " + why + " (metrics.listen in the configuration)");
+    throw Error(ErrorCode::connection_failed, "cannot serve metrics on " + config_.listen + ": " +
+                                                  why + " (metrics.listen in the configuration)");
   };
   boost::system::error_code ec;
   tcp::endpoint endpoint;
@@ -363,7 +379,8 @@ void MetricsServer::accept() {
     if (!ec) {
       std::erase_if(sessions_, [](const std::weak_ptr<Session>& s) { return s.expired(); });
       if (sessions_.size() >= kMaxSessions) {
-        log_warn("metrics: turned a connection away (" + std::to_string(kMaxSessions) + " already open)");
+        log_warn("metrics: turned a connection away (" + std::to_string(kMaxSessions) +
+                 " already open)");
       } else {
         auto session = std::make_shared<Session>(std::move(socket), render_);
         sessions_.push_back(session);

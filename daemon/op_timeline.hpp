@@ -14,7 +14,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
 #include <zring/error.hpp>
 
 #include "wire/wire.hpp"

@@ -51,7 +51,8 @@ transport::ZmqRingOptions ring_options(const RingConfig& config) {
 
 struct RingWorker::Ring {
   Ring(zmq::context_t& context, const RingConfig& config, const std::string& wake_endpoint)
-      : ring(context, ring_options(config)), wake_in(context, zmq::socket_type::pair),
+      : ring(context, ring_options(config)),
+        wake_in(context, zmq::socket_type::pair),
         residuals(config.local_ranks) {
     wake_in.set(zmq::sockopt::linger, 0);
     wake_in.set(zmq::sockopt::maxmsgsize, std::int64_t{64});
@@ -59,8 +60,8 @@ struct RingWorker::Ring {
   }
   transport::ZmqRing ring;
   zmq::socket_t wake_in;
-  std::vector<codec::ErrorFeedback> residuals;  // per local rank
-  collective::Workspace workspace;               // buffers reused from op to op
+  std::vector<codec::ErrorFeedback> residuals;     // per local rank
+  collective::Workspace workspace;                 // buffers reused from op to op
   std::optional<Clock::time_point> waiting_since;  // the front job waits for the ring
   RingState reported;
 };
@@ -68,10 +69,14 @@ struct RingWorker::Ring {
 RingWorker::RingWorker(zmq::context_t& context, const RingConfig& config,
                        std::function<void(OpDone)> on_done, std::function<void(RingState)> on_state,
                        std::function<void(Status)> on_died)
-    : context_(context), config_(config), on_done_(std::move(on_done)),
-      on_state_(std::move(on_state)), on_died_(std::move(on_died)),
+    : context_(context),
+      config_(config),
+      on_done_(std::move(on_done)),
+      on_state_(std::move(on_state)),
+      on_died_(std::move(on_died)),
       wake_out_(context, zmq::socket_type::pair),
-      wake_endpoint_("inproc://zringd-wake-" + std::to_string(reinterpret_cast<std::uintptr_t>(this))) {}
+      wake_endpoint_("inproc://zringd-wake-" +
+                     std::to_string(reinterpret_cast<std::uintptr_t>(this))) {}
 
 RingWorker::~RingWorker() { stop(); }
 
@@ -90,7 +95,7 @@ void RingWorker::start() {
   // the ring thread (and the compression helper it starts) never sees one,
   // so no wait of theirs ends early. Faults (SIGSEGV, ...) stay unblocked.
   const sigset_t before = block_async_signals();
-  thread_ = std::thread([this] {  // inherits the mask
+  thread_ = std::thread([this] {                            // inherits the mask
     ::pthread_setname_np(::pthread_self(), "zringd-ring");  // as top -H and the tests see it
     run();
   });
@@ -164,8 +169,8 @@ void RingWorker::loop() {
       OpDone done;
       done.id = job->id;
       done.failure = Status{ErrorCode::peer_lost, "the ring is not up after " +
-                                                       std::to_string(config_.timeout.count()) +
-                                                       " ms: " + r.ring.down_reason()};
+                                                      std::to_string(config_.timeout.count()) +
+                                                      " ms: " + r.ring.down_reason()};
       on_done_(std::move(done));
     } else {
       auto until = Clock::now() + std::chrono::seconds(1);
@@ -218,7 +223,8 @@ void RingWorker::report_state() {
   const auto now = Clock::now();
   for (std::size_t n = 0; n < config_.nodes.size(); ++n)
     state.peers.push_back(transport::peer_state_name(membership.peer(n, now)));
-  for (const std::uint32_t m : membership.members()) state.members.push_back(config_.nodes.at(m).name);
+  for (const std::uint32_t m : membership.members())
+    state.members.push_back(config_.nodes.at(m).name);
   state.last_change = membership.last_change();
   // Also reported when only the byte counts moved: the io thread attributes
   // the traffic between two reports to the op that finished between them.
@@ -291,7 +297,8 @@ void RingWorker::execute(OpJob& job) {
   const auto started = Clock::now();
   done.phases.emplace().began = started;
   try {
-    collective::OpOutput out = collective::run_allreduce(r.ring, context, input, r.residuals, r.workspace);
+    collective::OpOutput out =
+        collective::run_allreduce(r.ring, context, input, r.residuals, r.workspace);
     r.ring.count_drops(out.stats.dropped, out.stats.last_drop);
     r.ring.end_op(std::nullopt);
     const auto us = [](Clock::duration d) {

@@ -18,9 +18,7 @@
 #include <string>
 #include <thread>
 #include <vector>
-
 #include <zmq.hpp>
-
 #include <zring/compression.hpp>
 #include <zring/config.hpp>
 #include <zring/error.hpp>
@@ -52,17 +50,17 @@ struct OpJob {
   std::vector<std::shared_ptr<transport::SharedRegion>> staged;
   std::vector<std::string> staged_who;
   std::optional<Status> failure;          // the node cannot take part in this op
-  std::optional<std::size_t> reset_rank;   // a reset job, not an op
-  unsigned runs = 0;                       // how often the ring began it (a ring change can
-                                           // make it run again)
+  std::optional<std::size_t> reset_rank;  // a reset job, not an op
+  unsigned runs = 0;                      // how often the ring began it (a ring change can
+                                          // make it run again)
 };
 
 struct OpDone {
   std::uint64_t id = 0;
   std::uint64_t op = 0;
-  std::shared_ptr<float[]> values;         // averaged, manifest order
+  std::shared_ptr<float[]> values;  // averaged, manifest order
   std::size_t elements = 0;
-  std::uint64_t wire_bytes = 0;            // what this node put on the ring
+  std::uint64_t wire_bytes = 0;  // what this node put on the ring
   // The ring that ran the op: how many nodes, and this one's position.
   std::size_t ring_nodes = 0;
   std::size_t ring_position = 0;
@@ -74,27 +72,27 @@ struct OpDone {
 
 struct RingState {
   bool up = false;
-  std::string reason;                      // why not up
+  std::string reason;  // why not up
   std::uint64_t generation = 0;
   std::uint64_t dropped = 0;
   std::uint64_t malformed = 0;
-  std::uint64_t formations = 0;            // ring generations adopted since start
-  std::uint64_t bytes_sent = 0;            // every frame this node put on the ring, since start
-  std::uint64_t bytes_received = 0;        // every frame it took off the ring, since start
+  std::uint64_t formations = 0;      // ring generations adopted since start
+  std::uint64_t bytes_sent = 0;      // every frame this node put on the ring, since start
+  std::uint64_t bytes_received = 0;  // every frame it took off the ring, since start
   // Per listed node, in file order (transport::peer_state_name): "self";
   // "up", a member of the ring this node is up in; "live", heard within the
   // timeout but not in the ring; "down", silent for longer; "unknown", not
   // heard yet since this node started.
   std::vector<std::string> peers;
-  std::vector<std::string> members;        // the ring (when up) or the one forming, by name
-  std::string last_change;                 // the last change of members, and why
+  std::vector<std::string> members;  // the ring (when up) or the one forming, by name
+  std::string last_change;           // the last change of members, and why
 
-  std::uint64_t auth_rejected = 0;         // CurveZMQ clients whose key is not the ring's
-  std::uint64_t handshakes_failed = 0;     // ring connections that failed the handshake
-  std::uint64_t disconnects = 0;           // ring connections closed
-  std::string last_rejection;              // the last key refused, and from where
-  std::string last_handshake_failure;      // what the last failed handshake was
-  std::string last_drop;                   // why the last ring message was dropped
+  std::uint64_t auth_rejected = 0;      // CurveZMQ clients whose key is not the ring's
+  std::uint64_t handshakes_failed = 0;  // ring connections that failed the handshake
+  std::uint64_t disconnects = 0;        // ring connections closed
+  std::string last_rejection;           // the last key refused, and from where
+  std::string last_handshake_failure;   // what the last failed handshake was
+  std::string last_drop;                // why the last ring message was dropped
 
   bool operator==(const RingState&) const = default;
 };
@@ -106,9 +104,8 @@ class RingWorker {
   // queued, and every job submitted from then on, is answered with the same
   // failure). All three are called on the ring thread, and on_done also on
   // the submitting thread once the ring thread is gone.
-  RingWorker(zmq::context_t& context, const RingConfig& config,
-             std::function<void(OpDone)> on_done, std::function<void(RingState)> on_state,
-             std::function<void(Status)> on_died);
+  RingWorker(zmq::context_t& context, const RingConfig& config, std::function<void(OpDone)> on_done,
+             std::function<void(RingState)> on_state, std::function<void(Status)> on_died);
   ~RingWorker();
   RingWorker(const RingWorker&) = delete;
   RingWorker& operator=(const RingWorker&) = delete;

@@ -7,12 +7,12 @@
 // callback (which posts to the io_context).
 #pragma once
 
+#include <signal.h>
+
 #include <atomic>
 #include <functional>
 #include <initializer_list>
 #include <thread>
-
-#include <signal.h>
 
 namespace zring::daemon {
 

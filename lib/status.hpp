@@ -10,7 +10,6 @@
 #pragma once
 
 #include <string>
-
 #include <zring/error.hpp>
 
 namespace zring {

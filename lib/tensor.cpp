@@ -1,7 +1,6 @@
+#include <string>
 #include <zring/error.hpp>
 #include <zring/tensor.hpp>
-
-#include <string>
 
 namespace zring {
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
-
 #include <zring/error.hpp>
 
 namespace zring::tools {

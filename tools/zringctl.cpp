@@ -29,7 +29,6 @@
 #define BOOST_BIND_GLOBAL_PLACEHOLDERS  // property_tree still includes the old boost/bind.hpp
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
-
 #include <zring/zring.hpp>
 
 #include "client/status.hpp"
@@ -43,9 +42,15 @@ using boost::property_tree::ptree;
 
 // Numbers and flags of the report, read as text: ptree's own numeric
 // conversions trip GCC's -Wmaybe-uninitialized inside Boost.
-std::uint64_t count(const ptree& tree, const std::string& key) { return std::stoull(tree.get<std::string>(key)); }
-std::int64_t seconds(const ptree& tree, const std::string& key) { return std::stoll(tree.get<std::string>(key)); }
-bool flag(const ptree& tree, const std::string& key) { return tree.get<std::string>(key, "false") == "true"; }
+std::uint64_t count(const ptree& tree, const std::string& key) {
+  return std::stoull(tree.get<std::string>(key));
+}
+std::int64_t seconds(const ptree& tree, const std::string& key) {
+  return std::stoll(tree.get<std::string>(key));
+}
+bool flag(const ptree& tree, const std::string& key) {
+  return tree.get<std::string>(key, "false") == "true";
+}
 
 const char* kUsage =
     "usage: zringctl status [--config FILE | --endpoint ipc://PATH] [--node NAME] [--json]\n"
@@ -67,7 +72,7 @@ struct Args {
   std::string command;
   std::optional<std::string> config, endpoint, node, file, out;  // the last one given
   struct Daemon {
-    bool is_config;     // a ring file (its ipc endpoint), else an endpoint
+    bool is_config;  // a ring file (its ipc endpoint), else an endpoint
     std::string value;
   };
   std::vector<Daemon> daemons;  // every --config and --endpoint, in order (trace)
@@ -85,13 +90,20 @@ Args parse(int argc, char** argv) {
         throw zring::Error(zring::ErrorCode::invalid_argument, arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--config") a.daemons.push_back({true, *(a.config = value())});
-    else if (arg == "--endpoint") a.daemons.push_back({false, *(a.endpoint = value())});
-    else if (arg == "--node") a.node = value();
-    else if (arg == "--json") a.json = true;
-    else if (arg == "--out") a.out = value();
-    else if (!a.file && arg.rfind("--", 0) != 0) a.file = arg;
-    else throw zring::Error(zring::ErrorCode::invalid_argument, "unknown argument " + arg);
+    if (arg == "--config")
+      a.daemons.push_back({true, *(a.config = value())});
+    else if (arg == "--endpoint")
+      a.daemons.push_back({false, *(a.endpoint = value())});
+    else if (arg == "--node")
+      a.node = value();
+    else if (arg == "--json")
+      a.json = true;
+    else if (arg == "--out")
+      a.out = value();
+    else if (!a.file && arg.rfind("--", 0) != 0)
+      a.file = arg;
+    else
+      throw zring::Error(zring::ErrorCode::invalid_argument, "unknown argument " + arg);
   }
   return a;
 }
@@ -114,7 +126,8 @@ std::string bytes(std::uint64_t n) {
 
 std::string duration(std::int64_t seconds) {
   if (seconds < 0) seconds = 0;
-  const std::int64_t d = seconds / 86400, h = seconds / 3600 % 24, m = seconds / 60 % 60, s = seconds % 60;
+  const std::int64_t d = seconds / 86400, h = seconds / 3600 % 24, m = seconds / 60 % 60,
+                     s = seconds % 60;
   if (d > 0) return std::to_string(d) + "d " + std::to_string(h) + "h";
   if (h > 0) return std::to_string(h) + "h " + std::to_string(m) + "m";
   if (m > 0) return std::to_string(m) + "m " + std::to_string(s) + "s";
@@ -162,8 +175,9 @@ void print_members(const ptree& report) {
                               : state == "live" ? "live, not in the ring"
                               : state == "down" ? "unreachable"
                                                 : "not heard yet";
-    rows.push_back({std::to_string(n++), member.get<std::string>("name"), member.get<std::string>("address"),
-                    member.get<std::string>("first_rank"), shown});
+    rows.push_back({std::to_string(n++), member.get<std::string>("name"),
+                    member.get<std::string>("address"), member.get<std::string>("first_rank"),
+                    shown});
   }
   print_table(rows);
   if (flag(report, "members_cut")) std::cout << "  ... (more members; see --json)\n";
@@ -176,9 +190,11 @@ void print_traffic(const ptree& report) {
     const auto raw = count(m, "raw_bytes");
     const auto sent = count(m, "wire_bytes_sent");
     char ratio[32] = "-";
-    if (raw > 0 && sent > 0) std::snprintf(ratio, sizeof ratio, "x%.2f", static_cast<double>(raw) / static_cast<double>(sent));
-    rows.push_back({method, m.get<std::string>("ops"), m.get<std::string>("failed"), bytes(raw), bytes(sent),
-                    bytes(count(m, "wire_bytes_received")), ratio});
+    if (raw > 0 && sent > 0)
+      std::snprintf(ratio, sizeof ratio, "x%.2f",
+                    static_cast<double>(raw) / static_cast<double>(sent));
+    rows.push_back({method, m.get<std::string>("ops"), m.get<std::string>("failed"), bytes(raw),
+                    bytes(sent), bytes(count(m, "wire_bytes_received")), ratio});
   }
   rows.push_back({"(between ops)", "", "", "", bytes(count(report, "idle_bytes_sent")),
                   bytes(count(report, "idle_bytes_received")), ""});
@@ -190,10 +206,14 @@ void print_status(const ptree& report) {
   const auto now = seconds(report, "now");
   const auto first = count(report, "first_rank");
   const auto local = count(report, "local_ranks");
-  std::cout << "node        " << report.get<std::string>("node") << ", zringd " << report.get<std::string>("version")
-            << ", running for " << duration(now - seconds(report, "started")) << "\n"
-            << "ranks       " << (local == 1 ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(first + local - 1))
-            << " of world size " << report.get<std::string>("world_size") << " (" << plural(local, "local rank") << ")\n";
+  std::cout << "node        " << report.get<std::string>("node") << ", zringd "
+            << report.get<std::string>("version") << ", running for "
+            << duration(now - seconds(report, "started")) << "\n"
+            << "ranks       "
+            << (local == 1 ? std::to_string(first)
+                           : std::to_string(first) + "-" + std::to_string(first + local - 1))
+            << " of world size " << report.get<std::string>("world_size") << " ("
+            << plural(local, "local rank") << ")\n";
   const bool up = flag(report, "ring_up");
   const auto since = seconds(report, "ring_since");
   std::cout << "ring        " << (up ? "up" : "DOWN") << " since " << clock_time(since) << " ("
@@ -202,8 +222,10 @@ void print_status(const ptree& report) {
   // Membership (reports of older daemons do not have it).
   if (report.count("ring_members") != 0) {
     std::string ring;
-    for (const auto& [key, name] : report.get_child("ring_members")) ring += (ring.empty() ? "" : " ") + name.data();
-    std::cout << "\n            members [" << ring << "], quorum " << report.get<std::string>("min_nodes") << " of "
+    for (const auto& [key, name] : report.get_child("ring_members"))
+      ring += (ring.empty() ? "" : " ") + name.data();
+    std::cout << "\n            members [" << ring << "], quorum "
+              << report.get<std::string>("min_nodes") << " of "
               << report.get_child("members").size() << " listed";
     const std::string change = report.get<std::string>("last_change", "");
     if (!change.empty()) std::cout << "\n            last change: " << change;
@@ -218,16 +240,17 @@ void print_status(const ptree& report) {
             << report.get<std::string>("disconnects", "0") << " disconnects\n";
   std::cout << "members\n";
   print_members(report);
-  std::cout << "ops         " << report.get<std::string>("ops_done") << " done, " << report.get<std::string>("ops_failed")
-            << " failed";
+  std::cout << "ops         " << report.get<std::string>("ops_done") << " done, "
+            << report.get<std::string>("ops_failed") << " failed";
   std::string kinds;
   for (const auto& [kind, count] : report.get_child("errors"))
     kinds += (kinds.empty() ? "" : ", ") + kind + ": " + count.data();
   std::cout << (kinds.empty() ? "" : " (" + kinds + ")") << "\n";
   const std::string last = report.get<std::string>("last_error");
   std::cout << "last error  "
-            << (last.empty() ? "none"
-                             : last + " (" + duration(now - seconds(report, "last_error_at")) + " ago)")
+            << (last.empty()
+                    ? "none"
+                    : last + " (" + duration(now - seconds(report, "last_error_at")) + " ago)")
             << "\n";
   std::cout << "traffic since start (raw: what a dense float32 ring would have moved)\n";
   print_traffic(report);
@@ -267,7 +290,8 @@ int status(const Args& a) {
     print_status(tree);
   } catch (const std::logic_error& e) {  // ptree_error, or stoull on a non-number
     throw zring::Error(zring::ErrorCode::malformed_message,
-                       std::string("zringd's status report does not read as expected (") + e.what() +
+                       std::string("zringd's status report does not read as expected (") +
+                           e.what() +
                            "); is zringctl older than zringd? --json shows it as it came");
   }
   return 0;
@@ -297,9 +321,10 @@ int trace(const Args& a) {
   out << zring::tools::chrome_trace_json(nodes);
   out.close();
   if (!out)
-    throw zring::Error(zring::ErrorCode::system_error, "cannot write " + *a.out + ": " + std::strerror(errno));
-  std::cerr << "zringctl: wrote " << plural(ops, "op") << " of " << plural(nodes.size(), "node") << " to "
-            << *a.out << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+    throw zring::Error(zring::ErrorCode::system_error,
+                       "cannot write " + *a.out + ": " + std::strerror(errno));
+  std::cerr << "zringctl: wrote " << plural(ops, "op") << " of " << plural(nodes.size(), "node")
+            << " to " << *a.out << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
   return 0;
 }
 
@@ -311,7 +336,8 @@ int check_config(const Args& a) {
   for (std::size_t i = 0; i < c.nodes.size(); ++i)
     std::cout << "  " << i << "  " << c.nodes[i].name << "  " << c.nodes[i].address
               << (i == c.self_index ? "   <- self" : "") << "\n";
-  std::cout << "  ipc " << c.ipc << (c.metrics ? ", metrics on http://" + c.metrics->listen + "/metrics" : "")
+  std::cout << "  ipc " << c.ipc
+            << (c.metrics ? ", metrics on http://" + c.metrics->listen + "/metrics" : "")
             << ", log level " << c.log_level << "\n";
   if (c.curve)
     std::cout << "  CurveZMQ on: " << c.nodes.size() << " public keys, this node's secret key in "
@@ -326,10 +352,12 @@ void write_new_file(const std::string& path, const std::string& text, mode_t mod
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) {
     const int error = errno;
-    throw zring::Error(zring::ErrorCode::invalid_argument,
-                       "cannot create " + path + ": " + std::strerror(error) +
-                           (error == EEXIST ? " (keygen never replaces a key file; remove it or choose another --out)"
-                                            : ""));
+    throw zring::Error(
+        zring::ErrorCode::invalid_argument,
+        "cannot create " + path + ": " + std::strerror(error) +
+            (error == EEXIST
+                 ? " (keygen never replaces a key file; remove it or choose another --out)"
+                 : ""));
   }
   bool ok = ::fchmod(fd, mode) == 0;  // the umask may have taken bits away; never adds any
   std::size_t done = 0;
@@ -343,12 +371,15 @@ void write_new_file(const std::string& path, const std::string& text, mode_t mod
   ok = ::close(fd) == 0 && ok;
   if (!ok) {
     ::unlink(path.c_str());
-    throw zring::Error(zring::ErrorCode::system_error, "cannot write " + path + ": " + std::strerror(error));
+    throw zring::Error(zring::ErrorCode::system_error,
+                       "cannot write " + path + ": " + std::strerror(error));
   }
 }
 
 int keygen(const Args& a) {
-  if (a.file) throw zring::Error(zring::ErrorCode::invalid_argument, "keygen takes no FILE (use --out PREFIX)");
+  if (a.file)
+    throw zring::Error(zring::ErrorCode::invalid_argument,
+                       "keygen takes no FILE (use --out PREFIX)");
   const zring::config::KeyPair keys = zring::config::generate_key_pair();
   const std::string label = a.node ? "node '" + *a.node + "'" : std::string();
   if (!a.out) {
@@ -367,8 +398,8 @@ int keygen(const Args& a) {
     ::unlink(secret_path.c_str());
     throw;
   }
-  std::cerr << "zringctl: wrote the secret key to " << secret_path << " (mode 0600) and the public key to "
-            << public_path << "\n";
+  std::cerr << "zringctl: wrote the secret key to " << secret_path
+            << " (mode 0600) and the public key to " << public_path << "\n";
   std::cout << "public_key: '" << keys.public_key << "'\n";
   return 0;
 }

@@ -7,18 +7,18 @@
 // in DIR, connect a full mesh over the TCP transport on --host, and run
 // AllreduceRingChunked<float> (sum, in place). The input is restored before
 // every op, outside the timed region, so every op sums the same gradient.
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier_all_to_one.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <memory>
-
-#include <gloo/allreduce_ring_chunked.h>
-#include <gloo/barrier_all_to_one.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/file_store.h>
-#include <gloo/transport/tcp/device.h>
 
 #include "harness.hpp"
 
@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     const std::vector<zb::SizeStep> plan = zb::parse_plan(args.get("plan"));
     std::size_t largest = 0;
     for (const zb::SizeStep& s : plan) largest = std::max(largest, s.elements());
-    const std::vector<float> gradient = zb::make_gradient(largest, static_cast<std::uint64_t>(rank));
+    const std::vector<float> gradient =
+        zb::make_gradient(largest, static_cast<std::uint64_t>(rank));
 
     gloo::transport::tcp::attr attr;
     attr.hostname = args.get("host", "127.0.0.1");
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
         allreduce.run();
         const double seconds = zb::seconds_since(start);
         if (i >= step.warmup)
-          out.row(step.bytes, i - step.warmup, seconds, std::nullopt, zb::checksum(buffer.data(), n));
+          out.row(step.bytes, i - step.warmup, seconds, std::nullopt,
+                  zb::checksum(buffer.data(), n));
       }
     }
     // No rank leaves while another may still be sending it the last op's

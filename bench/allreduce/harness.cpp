@@ -40,7 +40,8 @@ std::size_t to_size(const std::string& text, const std::string& what) {
 Args::Args(int argc, char** argv, const std::vector<std::string>& known) {
   for (int i = 1; i < argc; ++i) {
     const std::string key = argv[i];
-    if (key.rfind("--", 0) != 0 || std::find(known.begin(), known.end(), key.substr(2)) == known.end())
+    if (key.rfind("--", 0) != 0 ||
+        std::find(known.begin(), known.end(), key.substr(2)) == known.end())
       throw std::invalid_argument("unknown argument '" + key + "'");
     if (i + 1 >= argc) throw std::invalid_argument(key + " needs a value");
     values_[key.substr(2)] = argv[++i];
@@ -135,6 +136,8 @@ std::int64_t now_ns() {
       .count();
 }
 
-double seconds_since(std::int64_t start_ns) { return static_cast<double>(now_ns() - start_ns) * 1e-9; }
+double seconds_since(std::int64_t start_ns) {
+  return static_cast<double>(now_ns() - start_ns) * 1e-9;
+}
 
 }  // namespace zring::bench

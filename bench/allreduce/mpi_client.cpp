@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
     const std::vector<zb::SizeStep> plan = zb::parse_plan(args.get("plan"));
     std::size_t largest = 0;
     for (const zb::SizeStep& s : plan) largest = std::max(largest, s.elements());
-    const std::vector<float> gradient = zb::make_gradient(largest, static_cast<std::uint64_t>(rank));
+    const std::vector<float> gradient =
+        zb::make_gradient(largest, static_cast<std::uint64_t>(rank));
     std::vector<float> result(largest);
 
     zb::TimingsFile out(args.get("out-dir") + "/rank-" + std::to_string(rank) + ".csv");

@@ -11,16 +11,14 @@
 // writes the averages back over it. With --api inplace it is a TensorMap
 // reduced by all_reduce_in_place: the time includes handing its values to
 // zringd and the averages written back. With --api copy it is the original
-// API, `tensors = all_reduce(tensors)`: the time includes the new map. Like the peers' inputs, the tensor is
-// restored before each op, outside the timed region. The wire bytes of an
-// op are the growth of traffic().wire_bytes: what this rank's node sent on
-// the ring. A size whose ops fail is reported on stderr ("error at BYTES
-// bytes: ...") and left out of the timings. --layout resnet50 reduces
-// ResNet-50's 161 parameter tensors (the plan's size must be their
-// 102,228,128 bytes) instead of one tensor: the tensor-fusion check.
-// After each size it appends "BYTES PEAK_RSS_BYTES" to FILE.rss: this
-// process's peak resident memory during that size's ops (the peak is reset
-// before each size through /proc/self/clear_refs).
+// API, `tensors = all_reduce(tensors)`: the time includes the new map. Like the peers' inputs, the
+// tensor is restored before each op, outside the timed region. The wire bytes of an op are the
+// growth of traffic().wire_bytes: what this rank's node sent on the ring. A size whose ops fail is
+// reported on stderr ("error at BYTES bytes: ...") and left out of the timings. --layout resnet50
+// reduces ResNet-50's 161 parameter tensors (the plan's size must be their 102,228,128 bytes)
+// instead of one tensor: the tensor-fusion check. After each size it appends "BYTES PEAK_RSS_BYTES"
+// to FILE.rss: this process's peak resident memory during that size's ops (the peak is reset before
+// each size through /proc/self/clear_refs).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -30,7 +28,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
 #include <zring/zring.hpp>
 
 #include "harness.hpp"
@@ -116,9 +113,12 @@ void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient
   };
   const zring::TensorMap one{{"barrier", zring::Tensor(std::vector<float>{1.0f})}};
   auto reduce = [&] {
-    if (shared) ar.all_reduce_in_place(tensors);
-    else if (api == "inplace") ar.all_reduce_in_place(work);
-    else work = ar.all_reduce(work);  // copy: the original API, a new map each op
+    if (shared)
+      ar.all_reduce_in_place(tensors);
+    else if (api == "inplace")
+      ar.all_reduce_in_place(work);
+    else
+      work = ar.all_reduce(work);  // copy: the original API, a new map each op
   };
   std::vector<float> fused(shared ? 0 : n);
   auto result = [&]() -> const float* {
@@ -155,9 +155,9 @@ std::uint64_t peak_rss_bytes() {
 
 int main(int argc, char** argv) {
   try {
-    const zb::Args args(argc, argv,
-                        {"endpoint", "method", "rank", "local-rank", "plan", "out", "timeout-ms", "api",
-                         "layout"});
+    const zb::Args args(
+        argc, argv,
+        {"endpoint", "method", "rank", "local-rank", "plan", "out", "timeout-ms", "api", "layout"});
     const std::string layout = args.get("layout", "flat");
     if (layout != "flat" && layout != "resnet50")
       throw std::runtime_error("--layout is flat or resnet50, not " + layout);

@@ -16,7 +16,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
 #include <zring/zring.hpp>
 
 #include "mlp.hpp"
@@ -126,10 +125,14 @@ int launcher(int argc, char** argv) {
   std::string zringd = std::string(ZRING_DEMO_ZRINGD);
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i];
-    if (key == "--nodes") nodes = std::stoul(argv[i + 1]);
-    else if (key == "--steps") steps = std::stoi(argv[i + 1]);
-    else if (key == "--methods") methods = argv[i + 1];
-    else if (key == "--zringd") zringd = argv[i + 1];
+    if (key == "--nodes")
+      nodes = std::stoul(argv[i + 1]);
+    else if (key == "--steps")
+      steps = std::stoi(argv[i + 1]);
+    else if (key == "--methods")
+      methods = argv[i + 1];
+    else if (key == "--zringd")
+      zringd = argv[i + 1];
     else {
       std::cerr << "zring-demo: unknown option " << key << "\n";
       return 2;
@@ -162,7 +165,8 @@ int launcher(int argc, char** argv) {
       return 1;
     }
     // What a dense float32 ring would have sent per node: 2 (N - 1) / N of the gradient.
-    const double dense_ring = r.dense * 2.0 * static_cast<double>(nodes - 1) / static_cast<double>(nodes);
+    const double dense_ring =
+        r.dense * 2.0 * static_cast<double>(nodes - 1) / static_cast<double>(nodes);
     std::printf("%-14s %9.4f %8.2f%% %14.0f %11.1fx %9.2f %12s\n", method.c_str(), r.loss,
                 100 * r.accuracy, r.wire, dense_ring / std::max(r.wire, 1.0), r.ms,
                 r.same_weights ? "yes" : "NO");

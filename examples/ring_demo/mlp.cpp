@@ -29,7 +29,8 @@ Batch Task::sample(std::mt19937_64& rng, std::size_t n) const {
 Mlp::Mlp(std::uint64_t seed)
     : w1_(kInputs * kHidden), b1_(kHidden, 0.0f), w2_(kHidden * kClasses), b2_(kClasses, 0.0f) {
   std::mt19937_64 rng(seed);
-  std::normal_distribution<float> n1(0.0f, std::sqrt(2.0f / kInputs)), n2(0.0f, std::sqrt(1.0f / kHidden));
+  std::normal_distribution<float> n1(0.0f, std::sqrt(2.0f / kInputs)),
+      n2(0.0f, std::sqrt(1.0f / kHidden));
   for (float& w : w1_) w = n1(rng);
   for (float& w : w2_) w = n2(rng);
 }

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <random>
 #include <vector>
-
 #include <zring/zring.hpp>
 
 namespace ring_demo {
@@ -19,7 +18,7 @@ inline constexpr std::size_t kHidden = 512;
 inline constexpr std::size_t kClasses = 10;
 
 struct Batch {
-  std::vector<float> x;   // rows of kInputs
+  std::vector<float> x;  // rows of kInputs
   std::vector<int> y;
   [[nodiscard]] std::size_t size() const { return y.size(); }
 };

@@ -7,7 +7,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
 #include <zring/compression.hpp>
 #include <zring/shared_tensors.hpp>
 #include <zring/tensor.hpp>

@@ -35,12 +35,12 @@ class CompressionMethod {
   static CompressionMethod none();
   static CompressionMethod fp16();
   static CompressionMethod bf16();
-  static CompressionMethod topk(std::size_t k);              // k >= 1
-  static CompressionMethod topk_ratio(double ratio);         // 0 < ratio <= 1
-  static CompressionMethod randomk(std::size_t k);           // k >= 1
-  static CompressionMethod randomk_ratio(double ratio);      // 0 < ratio <= 1
-  static CompressionMethod threshold(float t);               // t >= 0, finite
-  static CompressionMethod quantization(unsigned bits);      // 1..16
+  static CompressionMethod topk(std::size_t k);          // k >= 1
+  static CompressionMethod topk_ratio(double ratio);     // 0 < ratio <= 1
+  static CompressionMethod randomk(std::size_t k);       // k >= 1
+  static CompressionMethod randomk_ratio(double ratio);  // 0 < ratio <= 1
+  static CompressionMethod threshold(float t);           // t >= 0, finite
+  static CompressionMethod quantization(unsigned bits);  // 1..16
   static CompressionMethod signsgd();
   // Wraps base (which must not itself have error feedback).
   static CompressionMethod error_feedback(const CompressionMethod& base);
@@ -68,8 +68,8 @@ class CompressionMethod {
 
   friend bool operator==(const CompressionMethod& a, const CompressionMethod& b) {
     return a.kind_ == b.kind_ && a.error_feedback_ == b.error_feedback_ &&
-           a.is_ratio_ == b.is_ratio_ && a.count_ == b.count_ &&
-           a.ratio_ == b.ratio_ && a.threshold_ == b.threshold_ && a.bits_ == b.bits_;
+           a.is_ratio_ == b.is_ratio_ && a.count_ == b.count_ && a.ratio_ == b.ratio_ &&
+           a.threshold_ == b.threshold_ && a.bits_ == b.bits_;
   }
   friend bool operator!=(const CompressionMethod& a, const CompressionMethod& b) {
     return !(a == b);
@@ -95,15 +95,15 @@ class CompressionMethod {
 // otherwise values[j] belongs at indices[j] and every other element is zero.
 // Values are the dequantized float32 numbers, i.e. D(C(g)).
 struct CompressedGradient {
-  CompressionMethod method;             // the codec (never with error feedback)
-  std::vector<std::uint32_t> indices;   // sorted ascending; empty when dense
-  std::vector<float> values;            // dequantized float32
-  std::size_t original_size = 0;        // elements of the uncompressed tensor
-  std::vector<std::size_t> shape;       // shape of the uncompressed tensor
-  double compression_ratio = 1.0;       // payload_bytes() / dense_bytes()
-  unsigned value_bits = 32;             // bits per transmitted value
-  std::uint64_t seed = 0;               // randomk: the seed that picked indices
-  std::vector<std::uint8_t> payload;    // the encoded bytes that travel
+  CompressionMethod method;            // the codec (never with error feedback)
+  std::vector<std::uint32_t> indices;  // sorted ascending; empty when dense
+  std::vector<float> values;           // dequantized float32
+  std::size_t original_size = 0;       // elements of the uncompressed tensor
+  std::vector<std::size_t> shape;      // shape of the uncompressed tensor
+  double compression_ratio = 1.0;      // payload_bytes() / dense_bytes()
+  unsigned value_bits = 32;            // bits per transmitted value
+  std::uint64_t seed = 0;              // randomk: the seed that picked indices
+  std::vector<std::uint8_t> payload;   // the encoded bytes that travel
 
   // Exactly the size of the encoding that travels, in bytes.
   [[nodiscard]] std::size_t payload_bytes() const noexcept { return payload.size(); }

@@ -17,8 +17,8 @@ struct NodeConfig {
   std::string address;  // tcp://HOST:PORT this node's ring socket binds to
   std::string host;     // HOST part of address (an IPv6 literal without brackets)
   std::uint16_t port = 0;
-  std::string ipc;      // this node's own ipc:// endpoint, overriding the top-level
-                        // `ipc` (several daemons on one host); empty if not set
+  std::string ipc;              // this node's own ipc:// endpoint, overriding the top-level
+                                // `ipc` (several daemons on one host); empty if not set
   std::string public_key;       // CurveZMQ public key, Z85 (40 characters); empty
                                 // when the ring runs without CurveZMQ
   std::string secret_key_file;  // this node's own secret key file, overriding
@@ -41,22 +41,22 @@ enum class SecretKey { read, skip };
 
 // The optional Prometheus endpoint (`metrics: {listen: HOST:PORT}`).
 struct MetricsConfig {
-  std::string listen;       // HOST:PORT as written in the file
-  std::string host;         // HOST part (an IPv6 literal without brackets)
-  std::uint16_t port = 0;   // 1..65535
+  std::string listen;      // HOST:PORT as written in the file
+  std::string host;        // HOST part (an IPv6 literal without brackets)
+  std::uint16_t port = 0;  // 1..65535
 };
 
 // A validated ring description. See configs/ for examples and
 // docs/configuration.md for every key.
 struct RingConfig {
-  std::vector<NodeConfig> nodes;    // ring order; at least one
-  std::string self;                 // the name of this node
-  std::size_t self_index = 0;       // position of self in nodes
-  std::string ipc;                  // ipc:// endpoint local clients connect to: self's
-                                    // nodes[i].ipc if set, else the top-level ipc
-  std::size_t local_ranks = 1;      // training processes on each node (>= 1)
-  std::size_t min_nodes = 1;        // the smallest ring that may form: a strict majority of nodes
-                                    // unless the file says otherwise (1..nodes.size())
+  std::vector<NodeConfig> nodes;  // ring order; at least one
+  std::string self;               // the name of this node
+  std::size_t self_index = 0;     // position of self in nodes
+  std::string ipc;                // ipc:// endpoint local clients connect to: self's
+                                  // nodes[i].ipc if set, else the top-level ipc
+  std::size_t local_ranks = 1;    // training processes on each node (>= 1)
+  std::size_t min_nodes = 1;      // the smallest ring that may form: a strict majority of nodes
+                                  // unless the file says otherwise (1..nodes.size())
   std::chrono::milliseconds timeout{10000};    // deadline of every op phase
   std::chrono::milliseconds heartbeat{500};    // ring liveness interval
   std::size_t chunk_bytes = 1 << 20;           // ring pipelining unit (64 KiB..64 MiB)
@@ -65,7 +65,7 @@ struct RingConfig {
   std::string log_level = "info";              // error | warn | info | debug
   std::optional<MetricsConfig> metrics;        // HTTP /metrics; none unless configured
   std::optional<CurveConfig> curve;            // none unless the nodes have public keys
-  std::string source;               // where the config came from (for messages)
+  std::string source;                          // where the config came from (for messages)
 
   [[nodiscard]] std::size_t world_size() const noexcept { return nodes.size() * local_ranks; }
   [[nodiscard]] const NodeConfig& self_node() const { return nodes.at(self_index); }

@@ -61,7 +61,6 @@ constexpr bool is_error_code(std::uint64_t number) noexcept {
   return false;
 }
 
-
 // Stable lower-case name of an error kind ("size_mismatch", ...).
 const char* to_string(ErrorCode code) noexcept;
 std::ostream& operator<<(std::ostream& out, ErrorCode code);

@@ -7,7 +7,6 @@
 #include <string>
 #include <type_traits>
 #include <vector>
-
 #include <zring/tensor.hpp>
 
 namespace zring {

@@ -1,11 +1,9 @@
 // compressed_all_reduce.cpp - the public CompressedAllReduce, forwarding to
 // its Impl (standalone or connected).
+#include <new>
+#include <zmq.hpp>
 #include <zring/compressed_all_reduce.hpp>
 #include <zring/error.hpp>
-
-#include <new>
-
-#include <zmq.hpp>
 
 #include "client/impl.hpp"
 
@@ -22,9 +20,8 @@ decltype(auto) translated(const char* what, Call&& call) {
   } catch (const Error&) {
     throw;
   } catch (const zmq::error_t& e) {
-    throw Error(ErrorCode::connection_failed,
-                std::string(what) + ": ZeroMQ failed: " + e.what() + " (errno " +
-                    std::to_string(e.num()) + ")");
+    throw Error(ErrorCode::connection_failed, std::string(what) + ": ZeroMQ failed: " + e.what() +
+                                                  " (errno " + std::to_string(e.num()) + ")");
   } catch (const std::bad_alloc&) {
     throw Error(ErrorCode::resource_limit, std::string(what) + ": out of memory");
   }
@@ -38,8 +35,7 @@ CompressedAllReduce::CompressedAllReduce(CompressionMethod method, std::size_t w
 CompressedAllReduce::CompressedAllReduce(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 CompressedAllReduce CompressedAllReduce::connect(const std::string& endpoint,
-                                                 CompressionMethod method,
-                                                 ConnectOptions options) {
+                                                 CompressionMethod method, ConnectOptions options) {
   return translated("connect", [&] {
     return CompressedAllReduce(client::make_connected(endpoint, std::move(method), options));
   });
@@ -79,7 +75,8 @@ SharedTensors CompressedAllReduce::make_shared_tensors(const TensorShapes& shape
 void CompressedAllReduce::all_reduce_in_place(SharedTensors& tensors) {
   translated("all_reduce_in_place", [&] {
     Impl& impl = checked(impl_);
-    if (tensors.storage_) impl.all_reduce_in_place(*tensors.storage_);
+    if (tensors.storage_)
+      impl.all_reduce_in_place(*tensors.storage_);
     else {
       TensorMap none;  // no tensors: the op still runs, as for an empty TensorMap
       impl.all_reduce_in_place(none);

@@ -17,9 +17,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
-
 #include <zmq.hpp>
-
 #include <zring/error.hpp>
 
 #include "client/daemon_watch.hpp"
@@ -91,8 +89,11 @@ constexpr std::size_t kMaxReplyBytes = std::size_t{256} << 20;
 class Connected final : public CompressedAllReduce::Impl {
  public:
   Connected(const std::string& endpoint, CompressionMethod method, const ConnectOptions& options)
-      : endpoint_(endpoint), options_(options), socket_(context_, zmq::socket_type::dealer),
-        local_(method, 1), method_(std::move(method)) {
+      : endpoint_(endpoint),
+        options_(options),
+        socket_(context_, zmq::socket_type::dealer),
+        local_(method, 1),
+        method_(std::move(method)) {
     check_endpoint(endpoint);
     socket_.set(zmq::sockopt::linger, 0);
     // Large values travel in the shared buffer: no reply needs more.
@@ -102,7 +103,8 @@ class Connected final : public CompressedAllReduce::Impl {
     } catch (const zmq::error_t& e) {
       throw Error(ErrorCode::invalid_argument,
                   "connect: '" + endpoint + "' is not an endpoint ZeroMQ can connect to (" +
-                      e.what() + "); zringd's is the `ipc:` of its config, for example "
+                      e.what() +
+                      "); zringd's is the `ipc:` of its config, for example "
                       "ipc:///run/zring/zring.sock");
     }
     hello();
@@ -124,7 +126,8 @@ class Connected final : public CompressedAllReduce::Impl {
     reduce(ios, shapes_of_map(gradients), [&] {
       std::size_t i = 0;
       for (const auto& [name, tensor] : gradients) {
-        Tensor& t = out.emplace(name, Tensor(fresh_values(tensor.numel()), tensor.shape())).first->second;
+        Tensor& t =
+            out.emplace(name, Tensor(fresh_values(tensor.numel()), tensor.shape())).first->second;
         ios[i++].out = t.data().data();
       }
     });
@@ -235,7 +238,8 @@ class Connected final : public CompressedAllReduce::Impl {
     const std::size_t elements = request.manifest.elements();
     const std::size_t bytes = elements * sizeof(float);
     // Staged in the segments of the ring file's full ring, as zringd reads them.
-    const collective::StagingOrder order(elements, listed_world_ / local_ranks_, listed_rank_ / local_ranks_);
+    const collective::StagingOrder order(elements, listed_world_ / local_ranks_,
+                                         listed_rank_ / local_ranks_);
     for (bool retried = false;; retried = true) {
       // Never over the values of the SharedTensors that hold the buffer.
       if (!region_ || region_->size() < bytes || lent()) attach(bytes, true);
@@ -300,7 +304,8 @@ class Connected final : public CompressedAllReduce::Impl {
     for (bool retried = false;; retried = true) {
       zmq::message_t data(bytes);
       for (const TensorIo& io : ios)
-        if (io.numel != 0) std::memcpy(data.data<float>() + io.offset, io.in, io.numel * sizeof(float));
+        if (io.numel != 0)
+          std::memcpy(data.data<float>() + io.offset, io.in, io.numel * sizeof(float));
       std::pair<wire::IpcHeader, zmq::message_t> reply;
       try {
         reply = call(request, std::move(data));
@@ -374,7 +379,7 @@ class Connected final : public CompressedAllReduce::Impl {
   // Sends a request and waits for its reply: the header and, if any, the
   // values frame. Throws the daemon's error, or timeout.
   std::pair<wire::IpcHeader, zmq::message_t> call(wire::IpcHeader request,
-                                                   std::optional<zmq::message_t> data) {
+                                                  std::optional<zmq::message_t> data) {
     const bool hello = request.kind == wire::IpcKind::hello;
     return await(send_request(std::move(request), std::move(data)), hello);
   }
@@ -386,23 +391,27 @@ class Connected final : public CompressedAllReduce::Impl {
     // silence from now (steady_clock is the host's CLOCK_MONOTONIC, as
     // zringd's). A zringd that reads it too late refuses it rather than
     // run it with the other ranks' next op.
-    request.timeout_ms = static_cast<std::uint32_t>(
-        std::min<std::int64_t>(options_.timeout.count(), std::numeric_limits<std::uint32_t>::max()));
+    request.timeout_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(
+        options_.timeout.count(), std::numeric_limits<std::uint32_t>::max()));
     request.op = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+            .count());
     const std::vector<std::uint8_t> header = wire::encode_ipc_header(request);
     watch_.sending();
     // Never blocks: with no zringd on the socket, ZeroMQ queues requests up
     // to its high-water mark and would then wait for one forever.
     const auto more = data ? zmq::send_flags::sndmore : zmq::send_flags::none;
     if (!transport::retry_interrupted([&] {
-          return socket_.send(zmq::buffer(header.data(), header.size()), more | zmq::send_flags::dontwait);
+          return socket_.send(zmq::buffer(header.data(), header.size()),
+                              more | zmq::send_flags::dontwait);
         }))
       throw Error(ErrorCode::connection_failed,
-                  "zringd at " + endpoint_ + " takes no requests (its queue is full: it has been "
-                  "gone for a while); is zringd running (systemctl status zringd)?");
+                  "zringd at " + endpoint_ +
+                      " takes no requests (its queue is full: it has been "
+                      "gone for a while); is zringd running (systemctl status zringd)?");
     if (data)  // the rest of a message goes with it
-      transport::retry_interrupted([&] { return socket_.send(std::move(*data), zmq::send_flags::none); });
+      transport::retry_interrupted(
+          [&] { return socket_.send(std::move(*data), zmq::send_flags::none); });
     return request.request;
   }
 
@@ -418,11 +427,15 @@ class Connected final : public CompressedAllReduce::Impl {
     if (wait.count() > 0 && decides_by != Clock::time_point::max())
       wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(decides_by - Clock::now()),
                         std::chrono::milliseconds(0), wait);
-    if (transport::poll_items(items, 2, wait) > 0 && (items[0].revents & ZMQ_POLLIN)) return Waited::reply;
+    if (transport::poll_items(items, 2, wait) > 0 && (items[0].revents & ZMQ_POLLIN))
+      return Waited::reply;
     switch (watch_.check()) {
-      case DaemonWatch::State::open: return std::nullopt;
-      case DaemonWatch::State::closed_during: break;
-      case DaemonWatch::State::gone: return Waited::gone;
+      case DaemonWatch::State::open:
+        return std::nullopt;
+      case DaemonWatch::State::closed_during:
+        break;
+      case DaemonWatch::State::gone:
+        return Waited::gone;
     }
     // What the daemon sent before its end closed is queued ahead of the news.
     zmq::pollitem_t dealer{socket_.handle(), 0, ZMQ_POLLIN, 0};
@@ -450,7 +463,7 @@ class Connected final : public CompressedAllReduce::Impl {
   }
 
   std::pair<wire::IpcHeader, zmq::message_t> await(std::uint64_t id, bool connecting,
-                                                    StagedTransfer* staged = nullptr) {
+                                                   StagedTransfer* staged = nullptr) {
     auto deadline = Clock::now() + options_.timeout;
     for (;;) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
@@ -468,7 +481,8 @@ class Connected final : public CompressedAllReduce::Impl {
       zmq::message_t frame;
       const auto receive = [this](zmq::message_t& into) {
         // The reply is queued (look() said so); its frames come together.
-        return transport::retry_interrupted([&] { return socket_.recv(into, zmq::recv_flags::none); });
+        return transport::retry_interrupted(
+            [&] { return socket_.recv(into, zmq::recv_flags::none); });
       };
       (void)receive(frame);
       zmq::message_t data;
@@ -499,20 +513,20 @@ class Connected final : public CompressedAllReduce::Impl {
   // The daemon's end of the socket closed: during the op, or before it
   // and it did not come back.
   Error closed(bool connecting, Waited waited) const {
-    const std::string how =
-        waited == Waited::closed_during
-            ? std::string(connecting ? "before it answered" : "during the op") +
-                  ": it died or was restarted"
-            : std::string(connecting ? "before the hello" : "before the op") +
-                  " and did not come back within " + ms(DaemonWatch::kComeBack) +
-                  ": it died or was stopped";
+    const std::string how = waited == Waited::closed_during
+                                ? std::string(connecting ? "before it answered" : "during the op") +
+                                      ": it died or was restarted"
+                                : std::string(connecting ? "before the hello" : "before the op") +
+                                      " and did not come back within " +
+                                      ms(DaemonWatch::kComeBack) + ": it died or was stopped";
     if (connecting)
-      return Error(ErrorCode::connection_failed, "connect: zringd at " + endpoint_ +
-                                                     " closed the connection " + how +
-                                                     "; is zringd running (systemctl status zringd)?");
-    return Error(ErrorCode::peer_lost, "all_reduce: zringd at " + endpoint_ + " (node '" + node_ +
-                                           "') closed the connection " + how +
-                                           "; retry the step once it is back (systemctl status zringd)");
+      return Error(ErrorCode::connection_failed,
+                   "connect: zringd at " + endpoint_ + " closed the connection " + how +
+                       "; is zringd running (systemctl status zringd)?");
+    return Error(ErrorCode::peer_lost,
+                 "all_reduce: zringd at " + endpoint_ + " (node '" + node_ +
+                     "') closed the connection " + how +
+                     "; retry the step once it is back (systemctl status zringd)");
   }
 
   std::string endpoint_;
@@ -522,7 +536,7 @@ class Connected final : public CompressedAllReduce::Impl {
   DaemonWatch watch_{context_, socket_};  // before socket_ connects
   LocalAggregator local_;
   CompressionMethod method_;
-  std::size_t world_size_ = 1;  // of the last op's ring (at first: the full ring)
+  std::size_t world_size_ = 1;    // of the last op's ring (at first: the full ring)
   std::size_t listed_world_ = 1;  // of the ring file's full ring (the welcome's)
   std::size_t listed_rank_ = 0;
   std::size_t rank_ = 0;
@@ -531,7 +545,7 @@ class Connected final : public CompressedAllReduce::Impl {
   std::uint64_t last_request_ = 0;
   bool last_reply_was_silence_ = false;
   std::shared_ptr<transport::SharedRegion> region_;  // large values, once attached
-  std::weak_ptr<SharedTensors::Storage> lent_;        // the SharedTensors standing in region_
+  std::weak_ptr<SharedTensors::Storage> lent_;       // the SharedTensors standing in region_
   CompressedAllReduce::Traffic traffic_;
 };
 

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-
 #include <zring/error.hpp>
 
 #include "transport/zmq_calls.hpp"
@@ -32,8 +31,8 @@ DaemonWatch::DaemonWatch(zmq::context_t& context, zmq::socket_t& dealer)
                                  ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
   } while (watched != 0 && zmq_errno() == EINTR);
   if (watched != 0)
-    throw Error(ErrorCode::internal, std::string("cannot watch the connection to zringd: ") +
-                                         zmq_strerror(zmq_errno()));
+    throw Error(ErrorCode::internal,
+                std::string("cannot watch the connection to zringd: ") + zmq_strerror(zmq_errno()));
   monitor_.set(zmq::sockopt::linger, 0);
   transport::retry_interrupted([&] { monitor_.connect(endpoint); });
 }
@@ -65,11 +64,13 @@ DaemonWatch::Clock::time_point DaemonWatch::decides_by() const {
 void DaemonWatch::read_events() {
   for (;;) {
     zmq::message_t event;
-    if (!transport::retry_interrupted([&] { return monitor_.recv(event, zmq::recv_flags::dontwait); }))
+    if (!transport::retry_interrupted(
+            [&] { return monitor_.recv(event, zmq::recv_flags::dontwait); }))
       return;
     for (bool more = event.more(); more;) {  // the endpoint: not needed
       zmq::message_t rest;
-      more = transport::retry_interrupted([&] { return monitor_.recv(rest, zmq::recv_flags::dontwait); }) &&
+      more = transport::retry_interrupted(
+                 [&] { return monitor_.recv(rest, zmq::recv_flags::dontwait); }) &&
              rest.more();
     }
     if (event.size() < sizeof(std::uint16_t)) continue;

@@ -17,7 +17,6 @@
 
 #include <chrono>
 #include <string>
-
 #include <zmq.hpp>
 
 namespace zring::client {

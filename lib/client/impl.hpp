@@ -10,7 +10,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
 #include <zring/compressed_all_reduce.hpp>
 
 #include "client/shared_storage.hpp"
@@ -37,7 +36,8 @@ class CompressedAllReduce::Impl {
                    Tensor(std::vector<float>(f.view->data, f.view->data + f.numel), f.view->shape));
     all_reduce_in_place(copy);
     for (const client::FusedView& f : fused)
-      std::copy(copy.at(f.view->name).data().begin(), copy.at(f.view->name).data().end(), f.view->data);
+      std::copy(copy.at(f.view->name).data().begin(), copy.at(f.view->name).data().end(),
+                f.view->data);
   }
   // SharedTensors: ordinary memory by default, reduced through a TensorMap
   // copy; the connected client shares them with its zringd.

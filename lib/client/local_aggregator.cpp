@@ -3,7 +3,6 @@
 
 #include <limits>
 #include <string>
-
 #include <zring/error.hpp>
 
 namespace zring::client {
@@ -45,15 +44,14 @@ void check_peer(const TensorMap& gradients, const CompressedMap& peer, std::size
   for (const auto& [name, tensor] : gradients) {
     const auto it = peer.find(name);
     if (it == peer.end())
-      throw Error(ErrorCode::missing_tensor,
-                  "all_reduce_with_peers: tensor " + quoted(name) + " is missing from " +
-                      peer_label(j) + "; every rank must submit the same tensor names");
+      throw Error(ErrorCode::missing_tensor, "all_reduce_with_peers: tensor " + quoted(name) +
+                                                 " is missing from " + peer_label(j) +
+                                                 "; every rank must submit the same tensor names");
     if (it->second.original_size != tensor.numel())
-      throw Error(ErrorCode::size_mismatch,
-                  "all_reduce_with_peers: tensor " + quoted(name) + " has " +
-                      std::to_string(it->second.original_size) + " elements in " +
-                      peer_label(j) + " but " + std::to_string(tensor.numel()) +
-                      " on this rank");
+      throw Error(ErrorCode::size_mismatch, "all_reduce_with_peers: tensor " + quoted(name) +
+                                                " has " + std::to_string(it->second.original_size) +
+                                                " elements in " + peer_label(j) + " but " +
+                                                std::to_string(tensor.numel()) + " on this rank");
     check_view(it->second, name, j);
   }
   for (const auto& [name, g] : peer)
@@ -71,10 +69,10 @@ void check_peer(const TensorMap& gradients, const CompressedMap& peer, std::size
 void check_inputs(const TensorMap& gradients) {
   for (const auto& [name, tensor] : gradients) {
     if (shape_numel(tensor.shape()) != tensor.numel())
-      throw Error(ErrorCode::invalid_argument,
-                  "tensor " + quoted(name) + ": its shape holds " +
-                      std::to_string(shape_numel(tensor.shape())) + " elements but it has " +
-                      std::to_string(tensor.numel()) + " values");
+      throw Error(ErrorCode::invalid_argument, "tensor " + quoted(name) + ": its shape holds " +
+                                                   std::to_string(shape_numel(tensor.shape())) +
+                                                   " elements but it has " +
+                                                   std::to_string(tensor.numel()) + " values");
     if (tensor.numel() > std::numeric_limits<std::uint32_t>::max())
       throw Error(ErrorCode::invalid_argument,
                   "tensor " + quoted(name) + ": " + std::to_string(tensor.numel()) +

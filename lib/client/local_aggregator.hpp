@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <memory>
 #include <vector>
-
 #include <zring/compressed_all_reduce.hpp>
 
 #include "codec/codec.hpp"

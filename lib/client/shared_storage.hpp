@@ -3,7 +3,6 @@
 
 #include <cstddef>
 #include <memory>
-
 #include <zring/error.hpp>
 #include <zring/shared_tensors.hpp>
 

@@ -26,7 +26,8 @@ SharedTensors::Storage& need(const std::shared_ptr<SharedTensors::Storage>& s) {
 
 }  // namespace
 
-std::shared_ptr<SharedTensors::Storage> SharedTensors::Storage::lay_out(const TensorShapes& shapes) {
+std::shared_ptr<SharedTensors::Storage> SharedTensors::Storage::lay_out(
+    const TensorShapes& shapes) {
   auto s = std::make_shared<Storage>();
   s->shapes = shapes;
   for (const auto& [name, shape] : shapes) {
@@ -59,7 +60,7 @@ void SharedTensors::Storage::allocate_private() {
   constexpr std::align_val_t kAlign{64};
   auto* p = static_cast<float*>(::operator new(std::max<std::size_t>(elements, 1) * 4, kAlign));
   std::fill(p, p + elements, 0.0f);
-  memory = std::shared_ptr<void>(p, [](void* q) { ::operator delete(q, std::align_val_t{64}); });
+  memory = std::shared_ptr<void>(p, [](void* q) { ::operator delete (q, std::align_val_t{64}); });
   data = p;
   region.reset();
 }
@@ -104,8 +105,7 @@ Span<float> SharedTensors::values() noexcept {
 }
 
 Span<const float> SharedTensors::values() const noexcept {
-  return storage_ ? Span<const float>(storage_->data, storage_->elements)
-                  : Span<const float>();
+  return storage_ ? Span<const float>(storage_->data, storage_->elements) : Span<const float>();
 }
 
 std::size_t SharedTensors::numel() const noexcept { return storage_ ? storage_->elements : 0; }
@@ -118,14 +118,17 @@ void SharedTensors::assign(const TensorMap& tensors) {
   const TensorShapes& mine = shapes();
   for (const auto& [name, tensor] : tensors)
     if (!mine.count(name))
-      throw Error(ErrorCode::missing_tensor, "SharedTensors::assign: no tensor named '" + name + "' here");
+      throw Error(ErrorCode::missing_tensor,
+                  "SharedTensors::assign: no tensor named '" + name + "' here");
   for (const auto& [name, shape] : mine) {
     auto it = tensors.find(name);
     if (it == tensors.end())
-      throw Error(ErrorCode::missing_tensor, "SharedTensors::assign: tensor '" + name + "' is missing");
+      throw Error(ErrorCode::missing_tensor,
+                  "SharedTensors::assign: tensor '" + name + "' is missing");
     if (it->second.numel() != (*this)[name].size())
       throw Error(ErrorCode::size_mismatch, "SharedTensors::assign: tensor '" + name + "' has " +
-                                                std::to_string(it->second.numel()) + " values, not " +
+                                                std::to_string(it->second.numel()) +
+                                                " values, not " +
                                                 std::to_string((*this)[name].size()));
   }
   need(storage_).set(tensors);

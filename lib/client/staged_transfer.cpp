@@ -21,8 +21,12 @@ std::vector<TensorIo>::const_iterator tensor_at(const std::vector<TensorIo>& ten
 
 StagedTransfer::StagedTransfer(std::vector<TensorIo>& tensors, float* buffer,
                                transport::StagingBoard& board, collective::StagingOrder order)
-    : tensors_(tensors), buffer_(buffer), board_(board), order_(order),
-      taken_(order.segments(), 0), remaining_(order.elements()) {}
+    : tensors_(tensors),
+      buffer_(buffer),
+      board_(board),
+      order_(order),
+      taken_(order.segments(), 0),
+      remaining_(order.elements()) {}
 
 void StagedTransfer::stage() {
   std::size_t position = 0;

@@ -1,6 +1,5 @@
 // standalone.cpp - CompressedAllReduce without a transport (the seed's object).
 #include <memory>
-
 #include <zring/error.hpp>
 
 #include "client/impl.hpp"
@@ -38,9 +37,7 @@ class Standalone final : public CompressedAllReduce::Impl {
   std::size_t rank() const noexcept override { return 0; }
   const CompressionMethod& method() const noexcept override { return aggregator_.method(); }
   bool connected() const noexcept override { return false; }
-  CompressedAllReduce::Traffic traffic() const noexcept override {
-    return aggregator_.traffic();
-  }
+  CompressedAllReduce::Traffic traffic() const noexcept override { return aggregator_.traffic(); }
 
  private:
   LocalAggregator aggregator_;

@@ -1,9 +1,7 @@
 #include "client/status.hpp"
 
 #include <optional>
-
 #include <zmq.hpp>
-
 #include <zring/error.hpp>
 
 #include "transport/zmq_calls.hpp"
@@ -40,7 +38,8 @@ Reply ask(const std::string& endpoint, wire::IpcKind kind, std::chrono::millisec
   Reply reply{wire::decode_ipc_header(frame.data<std::uint8_t>(), frame.size()), std::nullopt};
   if (frame.more()) {  // the parts of a message arrive together: this does not wait
     reply.frame.emplace();
-    (void)transport::retry_interrupted([&] { return socket.recv(*reply.frame, zmq::recv_flags::none); });
+    (void)transport::retry_interrupted(
+        [&] { return socket.recv(*reply.frame, zmq::recv_flags::none); });
   }
   return reply;
 }
@@ -63,16 +62,19 @@ auto asking(const char* what, const std::string& endpoint, F&& f) {
 }  // namespace
 
 std::string query_status(const std::string& endpoint, std::chrono::milliseconds timeout) {
-  const Reply reply = asking("status", endpoint, [&] { return ask(endpoint, wire::IpcKind::status, timeout); });
+  const Reply reply =
+      asking("status", endpoint, [&] { return ask(endpoint, wire::IpcKind::status, timeout); });
   if (reply.header.kind == wire::IpcKind::error) throw refusal(reply.header);
   return reply.header.text;
 }
 
 wire::Trace query_trace(const std::string& endpoint, std::chrono::milliseconds timeout) {
-  const Reply reply = asking("trace", endpoint, [&] { return ask(endpoint, wire::IpcKind::trace, timeout); });
+  const Reply reply =
+      asking("trace", endpoint, [&] { return ask(endpoint, wire::IpcKind::trace, timeout); });
   // A zringd older than trace requests cannot read this one's header.
   if (reply.header.kind == wire::IpcKind::error)
-    throw refusal(reply.header, reply.header.error_code == static_cast<std::uint32_t>(ErrorCode::malformed_message)
+    throw refusal(reply.header, reply.header.error_code ==
+                                        static_cast<std::uint32_t>(ErrorCode::malformed_message)
                                     ? " (a zringd older than this zringctl keeps no timeline)"
                                     : "");
   if (reply.header.kind != wire::IpcKind::trace || !reply.frame)

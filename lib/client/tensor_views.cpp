@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-
 #include <zring/error.hpp>
 
 namespace zring::client {
@@ -19,8 +18,9 @@ std::size_t checked_numel(const TensorView& v) {
   std::size_t n = 1;
   for (std::size_t extent : v.shape) {
     if (extent != 0 && n > std::numeric_limits<std::uint32_t>::max() / extent)
-      throw bad(v.name, "has more than 2^32 - 1 values; zring addresses at most that per tensor, "
-                        "split it");
+      throw bad(v.name,
+                "has more than 2^32 - 1 values; zring addresses at most that per tensor, "
+                "split it");
     n *= extent;
   }
   return n;

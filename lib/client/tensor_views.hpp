@@ -3,7 +3,6 @@
 
 #include <cstddef>
 #include <vector>
-
 #include <zring/shared_tensors.hpp>
 #include <zring/tensor.hpp>
 

@@ -247,7 +247,8 @@ PackLayout pack_layout(unsigned w) noexcept {
       for (unsigned j = 4 * half; j < 4 * half + 4 && found < 2; ++j) {
         const unsigned o = j * w / 8;
         const unsigned last = (j * w + w - 1) / 8;
-        if (m >= o && m <= last) picks[found++] = static_cast<std::uint8_t>(4 * (j - 4 * half) + (m - o));
+        if (m >= o && m <= last)
+          picks[found++] = static_cast<std::uint8_t>(4 * (j - 4 * half) + (m - o));
       }
       p.first[16 * half + m] = picks[0];
       p.second[16 * half + m] = picks[1];
@@ -266,13 +267,13 @@ __attribute__((target("avx2"))) std::size_t pack_avx2(const std::uint32_t* codes
   const __m256i second = _mm256_load_si256(reinterpret_cast<const __m256i*>(picks.second));
   const __m256i mask = _mm256_set1_epi32(static_cast<int>((1u << w) - 1));
   for (std::size_t g = 0; g < groups; ++g) {
-    const __m256i c = _mm256_and_si256(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 8 * g)), mask);
+    const __m256i c =
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 8 * g)), mask);
     const __m256i placed = _mm256_sllv_epi32(c, shift);
-    const __m256i halves = _mm256_or_si256(_mm256_shuffle_epi8(placed, first),
-                                           _mm256_shuffle_epi8(placed, second));
-    const __m128i bytes = _mm_or_si128(_mm256_castsi256_si128(halves),
-                                       _mm256_extracti128_si256(halves, 1));
+    const __m256i halves =
+        _mm256_or_si256(_mm256_shuffle_epi8(placed, first), _mm256_shuffle_epi8(placed, second));
+    const __m128i bytes =
+        _mm_or_si128(_mm256_castsi256_si128(halves), _mm256_extracti128_si256(halves, 1));
     // 16 bytes, of which the group owns W: the next group's store (or the
     // general loop) writes the rest.
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + g * w), bytes);

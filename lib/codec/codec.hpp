@@ -12,7 +12,6 @@
 #include <memory>
 #include <string_view>
 #include <vector>
-
 #include <zring/compression.hpp>
 
 namespace zring::codec {
@@ -128,7 +127,9 @@ std::uint64_t tensor_seed(std::uint64_t op_seed, std::string_view tensor_name);
 [[nodiscard]] constexpr std::size_t packed_bytes(std::size_t n, unsigned bits) noexcept {
   return (n * bits + 7) / 8;
 }
-void pack_bits(const std::uint32_t* codes, std::size_t n, unsigned bits, std::uint8_t* out) noexcept;
-void unpack_bits(const std::uint8_t* in, std::size_t n, unsigned bits, std::uint32_t* codes) noexcept;
+void pack_bits(const std::uint32_t* codes, std::size_t n, unsigned bits,
+               std::uint8_t* out) noexcept;
+void unpack_bits(const std::uint8_t* in, std::size_t n, unsigned bits,
+                 std::uint32_t* codes) noexcept;
 
 }  // namespace zring::codec

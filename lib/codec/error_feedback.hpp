@@ -23,8 +23,7 @@ class ErrorFeedback {
   // residual[name] = corrected - decoded. Entries that are not finite (the
   // input overflowed) are stored as 0, so one bad step cannot poison every
   // later one.
-  void update(const std::string& name, const float* corrected, const float* decoded,
-              std::size_t n);
+  void update(const std::string& name, const float* corrected, const float* decoded, std::size_t n);
 
   // For an op that may still fail: the next residual of name, computed
   // like update() (stage) or, for a sparse view, as corrected with the
@@ -43,8 +42,7 @@ class ErrorFeedback {
 
   // corrected -> compress with codec -> update; returns what travels.
   [[nodiscard]] CompressedGradient compress(const Codec& codec, const std::string& name,
-                                            const float* x, std::size_t n,
-                                            const CodecContext& ctx);
+                                            const float* x, std::size_t n, const CodecContext& ctx);
 
   // The residual of name, or nullptr when there is none yet.
   [[nodiscard]] const std::vector<float>* residual(const std::string& name) const;
@@ -61,7 +59,6 @@ class ErrorFeedback {
   std::unordered_map<std::string, std::vector<float>> residuals_;
   std::unordered_map<std::string, std::vector<float>> pending_;  // staged, not yet current
   std::unordered_map<std::string, std::vector<float>> spare_;    // buffers for the next stage
-
 };
 
 }  // namespace zring::codec

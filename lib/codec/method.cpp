@@ -4,7 +4,6 @@
 #include <cmath>
 #include <string>
 #include <vector>
-
 #include <zring/compression.hpp>
 #include <zring/error.hpp>
 

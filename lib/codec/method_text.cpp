@@ -13,7 +13,6 @@
 #include <string>
 #include <string_view>
 #include <system_error>
-
 #include <zring/compression.hpp>
 #include <zring/error.hpp>
 

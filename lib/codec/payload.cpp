@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-
 #include <zring/error.hpp>
 
 #if defined(__linux__)

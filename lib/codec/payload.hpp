@@ -12,7 +12,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
 #include <zring/compression.hpp>
 
 namespace zring::codec::detail {

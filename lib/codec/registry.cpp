@@ -1,6 +1,5 @@
 // registry.cpp - make_codec (method -> codec) and accumulate (view -> sum).
 #include <string>
-
 #include <zring/error.hpp>
 
 #include "codec/codecs.hpp"

@@ -1,15 +1,15 @@
 // rng.cpp - random_indices (randomk's shared index draw) and tensor_seed.
+#include "codec/rng.hpp"
+
 #include <bit>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
-
 #include <zring/error.hpp>
 
 #include "codec/codec.hpp"
-#include "codec/rng.hpp"
 
 namespace zring::codec {
 

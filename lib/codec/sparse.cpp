@@ -14,7 +14,8 @@ namespace {
 // calls index(j, i) for each pair j's index i; returns the values' bytes
 // (m of them, in m). Throws Error(malformed_message) on the first fault.
 template <class Index>
-const std::uint8_t* check_sparse(PayloadReader& in, std::size_t n, std::uint32_t& m, Index index_at) {
+const std::uint8_t* check_sparse(PayloadReader& in, std::size_t n, std::uint32_t& m,
+                                 Index index_at) {
   if (static_cast<std::uint64_t>(n) > (std::uint64_t{1} << 32))
     in.fail("tensor too large for 32-bit indices");
   m = in.u32("the pair count");
@@ -90,7 +91,8 @@ void decode_sparse_pairs(const CompressionMethod& method, const std::uint8_t* da
 }
 
 void decode_sparse(const CompressionMethod& method, CompressedGradient& g) {
-  decode_sparse_pairs(method, g.payload.data(), g.payload.size(), g.original_size, g.indices, g.values);
+  decode_sparse_pairs(method, g.payload.data(), g.payload.size(), g.original_size, g.indices,
+                      g.values);
 }
 
 }  // namespace zring::codec::detail

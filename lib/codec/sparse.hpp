@@ -8,9 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
-
 #include <vector>
-
 #include <zring/compression.hpp>
 
 namespace zring::codec::detail {

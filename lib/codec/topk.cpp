@@ -20,9 +20,9 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <memory>
-#include <cstdint>
 #include <numeric>
 #include <vector>
 
@@ -143,9 +143,10 @@ constexpr PackTable kPack;
 // are packed to the front and stored whole, and count moves on by how
 // many there were.
 __attribute__((target("avx2,popcnt"))) std::size_t collect_avx2(const float* x, std::size_t begin,
-                                                         std::size_t end, std::uint32_t bound,
-                                                         std::uint32_t* out,
-                                                         std::uint32_t* bits) noexcept {
+                                                                std::size_t end,
+                                                                std::uint32_t bound,
+                                                                std::uint32_t* out,
+                                                                std::uint32_t* bits) noexcept {
   const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
   // key >= bound as a signed compare: both lie in [0, 2^31), so bound - 1 >= -1.
   const __m256i below = _mm256_set1_epi32(static_cast<std::int32_t>(bound) - 1);
@@ -236,8 +237,8 @@ void keep_with_zeros(const float* x, const std::uint32_t* found, const std::uint
   }
 }
 
-bool select_by_sample(const float* x, std::size_t n, std::size_t k, std::vector<std::uint32_t>& kept,
-                      std::vector<float>& values) {
+bool select_by_sample(const float* x, std::size_t n, std::size_t k,
+                      std::vector<std::uint32_t>& kept, std::vector<float>& values) {
   const std::size_t samples = std::clamp<std::size_t>(n / 512, kMinSample, kMaxSample);
   const std::size_t stride = n / samples;
   const double share = static_cast<double>(k) / static_cast<double>(n);

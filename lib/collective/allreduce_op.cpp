@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-
 #include <zring/error.hpp>
 
 #include "collective/plan.hpp"
@@ -22,12 +21,16 @@ std::unique_ptr<MethodPlan> make_plan(PlanInputs& in) {
   switch (in.input.method.kind()) {
     case CompressionKind::none:
     case CompressionKind::fp16:
-    case CompressionKind::bf16: return make_dense_plan(in);
+    case CompressionKind::bf16:
+      return make_dense_plan(in);
     case CompressionKind::quantization:
-    case CompressionKind::signsgd: return make_affine_plan(in);
-    case CompressionKind::randomk: return make_randomk_plan(in);
+    case CompressionKind::signsgd:
+      return make_affine_plan(in);
+    case CompressionKind::randomk:
+      return make_randomk_plan(in);
     case CompressionKind::topk:
-    case CompressionKind::threshold: return make_sparse_plan(in);
+    case CompressionKind::threshold:
+      return make_sparse_plan(in);
   }
   throw Error(ErrorCode::internal, "no plan for method " + in.input.method.to_string());
 }
@@ -49,8 +52,8 @@ void correct_inputs(PlanInputs& in, const MethodPlan& plan) {
   const auto& tensors = in.input.manifest.tensors;
   if (tensors.size() == 1 && plan.input_unread_after_feedback()) {
     for (std::size_t l = 0; l < in.input.ranks.size(); ++l)
-      in.x.push_back(in.residuals[l].corrected_in_staging(tensors[0].name, in.input.ranks[l],
-                                                          in.elements()));
+      in.x.push_back(
+          in.residuals[l].corrected_in_staging(tensors[0].name, in.input.ranks[l], in.elements()));
     in.x_is_staged_residual = true;
     return;
   }
@@ -59,8 +62,8 @@ void correct_inputs(PlanInputs& in, const MethodPlan& plan) {
     float* c = sized(in.work.corrected[l], in.elements());
     for (std::size_t t = 0; t < tensors.size(); ++t) {
       const std::size_t off = in.offsets[t];
-      in.residuals[l].corrected(tensors[t].name, in.input.ranks[l] + off,
-                                in.offsets[t + 1] - off, c + off);
+      in.residuals[l].corrected(tensors[t].name, in.input.ranks[l] + off, in.offsets[t + 1] - off,
+                                c + off);
     }
     in.x.push_back(c);
   }
@@ -117,7 +120,8 @@ std::vector<NodeSummary> exchange_summaries(RingLink& link, const OpContext& con
   const auto checked = [&] {
     if (++known < nodes || !plan) return;
     link.summaries_known();  // the plan may write results from here on
-    bool agree = std::all_of(bad.begin(), bad.end(), [](const std::string& b) { return b.empty(); });
+    bool agree =
+        std::all_of(bad.begin(), bad.end(), [](const std::string& b) { return b.empty(); });
     if (agree) {
       try {
         check_summaries(link, context, summaries);
@@ -154,7 +158,8 @@ std::vector<NodeSummary> exchange_summaries(RingLink& link, const OpContext& con
   ring_allgather_with_data(link, mine, data_size, context.ring, stats, arrived, frame_arrived);
   for (std::size_t n = 0; n < nodes; ++n) {
     if (!bad[n].empty())
-      throw Error(ErrorCode::malformed_message, "op " + std::to_string(context.op_number) + ": " + bad[n]);
+      throw Error(ErrorCode::malformed_message,
+                  "op " + std::to_string(context.op_number) + ": " + bad[n]);
   }
   return summaries;
 }
@@ -163,10 +168,9 @@ std::vector<NodeSummary> exchange_summaries(RingLink& link, const OpContext& con
 
 std::string ranks_of(const RingLink& link, std::size_t node, std::size_t local_ranks) {
   const std::size_t first = node * local_ranks;
-  const std::string ranks = local_ranks == 1
-                                ? "rank " + std::to_string(first)
-                                : "ranks " + std::to_string(first) + "-" +
-                                      std::to_string(first + local_ranks - 1);
+  const std::string ranks = local_ranks == 1 ? "rank " + std::to_string(first)
+                                             : "ranks " + std::to_string(first) + "-" +
+                                                   std::to_string(first + local_ranks - 1);
   return ranks + " (" + link.describe(node) + ")";
 }
 
@@ -179,7 +183,8 @@ void PlanInputs::update_feedback(std::size_t l, const float* decoded) {
   }
 }
 
-void PlanInputs::update_feedback_sparse(std::size_t l, std::size_t t, const CompressedGradient& view) {
+void PlanInputs::update_feedback_sparse(std::size_t l, std::size_t t,
+                                        const CompressedGradient& view) {
   if (!feedback()) return;
   const std::size_t off = offsets[t];
   residuals[l].stage_sparse(input.manifest.tensors[t].name, x[l] + off, offsets[t + 1] - off, view);
@@ -189,8 +194,8 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
                        std::vector<codec::ErrorFeedback>& residuals, Workspace& workspace) {
   OpOutput out;
   out.phases.began = Clock::now();
-  PlanInputs in{link,      context, input, residuals, out.stats,
-                workspace, offsets_of(input.manifest), {}};
+  PlanInputs in{link, context, input, residuals, out.stats, workspace, offsets_of(input.manifest),
+                {}};
   NodeSummary mine;
   mine.manifest = input.manifest;
   mine.failure = input.failure;
@@ -219,19 +224,21 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
       if (helper) helper->wait_quietly();
     }
   } join{beside ? &workspace.helper : nullptr};
-  if (beside) workspace.helper.start(prepare);
-  else prepare();
-  const Mine own{[&] { return !beside || workspace.helper.done(); },
-                 [&]() -> std::pair<Bytes, Bytes> {
-                   if (beside) {
-                     join.helper = nullptr;
-                     workspace.helper.wait();  // rethrows what prepare threw
-                   }
-                   const std::vector<std::uint8_t> encoded = wire::encode_summary(mine);
-                   return {Bytes::copy_of(encoded.data(), encoded.size()),
-                           plan ? plan->data() : Bytes{}};
-                 },
-                 [&](std::size_t f) { return plan->frame(f); }};
+  if (beside)
+    workspace.helper.start(prepare);
+  else
+    prepare();
+  const Mine own{
+      [&] { return !beside || workspace.helper.done(); },
+      [&]() -> std::pair<Bytes, Bytes> {
+        if (beside) {
+          join.helper = nullptr;
+          workspace.helper.wait();  // rethrows what prepare threw
+        }
+        const std::vector<std::uint8_t> encoded = wire::encode_summary(mine);
+        return {Bytes::copy_of(encoded.data(), encoded.size()), plan ? plan->data() : Bytes{}};
+      },
+      [&](std::size_t f) { return plan->frame(f); }};
   // Where the averages go is known before the data moves: a plan may write
   // them while it does (summaries_checked).
   out.elements = in.elements();

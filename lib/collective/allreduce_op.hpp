@@ -20,7 +20,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
 #include <zring/compression.hpp>
 #include <zring/error.hpp>
 
@@ -42,8 +41,8 @@ class AgreedFailure : public Error {
 };
 
 struct OpInput {
-  Manifest manifest;          // method text and tensors, as every rank must submit
-  CompressionMethod method;   // parsed manifest.method
+  Manifest manifest;         // method text and tensors, as every rank must submit
+  CompressionMethod method;  // parsed manifest.method
   // Per local rank: the fused values of all tensors in manifest order
   // (manifest.elements() floats), or nullptr when the node fails the op.
   std::vector<const float*> ranks;
@@ -63,7 +62,7 @@ struct OpInput {
 };
 
 struct OpContext {
-  std::size_t world_size = 1;   // nodes x local ranks
+  std::size_t world_size = 1;  // nodes x local ranks
   std::size_t local_ranks = 1;
   std::uint64_t op_seed = 0;    // the same on every node for this op (randomk)
   std::uint64_t op_number = 0;  // for messages
@@ -71,9 +70,10 @@ struct OpContext {
 };
 
 struct OpOutput {
-  std::shared_ptr<float[]> values;  // manifest.elements() averaged values (at input.output if given)
+  std::shared_ptr<float[]>
+      values;  // manifest.elements() averaged values (at input.output if given)
   std::size_t elements = 0;
-  RingStats stats;                  // bytes this node put on the ring
+  RingStats stats;  // bytes this node put on the ring
   // Where the time went (the daemon's log and timeline): when the op began
   // here, when this node's contribution was prepared (compressed, and
   // whatever else the method does before the data moves; on the helper

@@ -121,8 +121,10 @@ __attribute__((target("avx2"))) void add_stream(float* sum, const float* mine, f
 
 void divide(float* result, std::size_t n, std::size_t divisor) noexcept {
   if (divisor == 1) return;
-  if (exact_inverse(divisor)) scale(result, n, 1.0f / static_cast<float>(divisor));
-  else divide_by(result, n, static_cast<float>(divisor));
+  if (exact_inverse(divisor))
+    scale(result, n, 1.0f / static_cast<float>(divisor));
+  else
+    divide_by(result, n, static_cast<float>(divisor));
 }
 
 ZRING_VECTOR_CLONES void add_into(float* __restrict sum, const float* __restrict mine,
@@ -132,23 +134,28 @@ ZRING_VECTOR_CLONES void add_into(float* __restrict sum, const float* __restrict
 
 void add_and_average(float* sum, const float* mine, float* out, std::size_t n,
                      std::size_t divisor) noexcept {
-  if (exact_inverse(divisor)) add_scale(sum, mine, out, n, 1.0f / static_cast<float>(divisor));
-  else add_divide(sum, mine, out, n, static_cast<float>(divisor));
+  if (exact_inverse(divisor))
+    add_scale(sum, mine, out, n, 1.0f / static_cast<float>(divisor));
+  else
+    add_divide(sum, mine, out, n, static_cast<float>(divisor));
 }
 
 void average_from_wire(const std::uint8_t* in, float* out, std::size_t n,
                        std::size_t divisor) noexcept {
-  if (exact_inverse(divisor)) wire_scale(in, out, n, 1.0f / static_cast<float>(divisor));
-  else wire_divide(in, out, n, static_cast<float>(divisor));
+  if (exact_inverse(divisor))
+    wire_scale(in, out, n, 1.0f / static_cast<float>(divisor));
+  else
+    wire_divide(in, out, n, static_cast<float>(divisor));
 }
-
 
 void average_from_wire_streamed(const std::uint8_t* in, float* out, std::size_t n,
                                 std::size_t divisor) noexcept {
 #ifdef ZRING_AVX2_DISPATCH
   if (codec::have_avx2()) {
-    if (exact_inverse(divisor)) wire_stream<true>(in, out, n, 1.0f / static_cast<float>(divisor));
-    else wire_stream<false>(in, out, n, static_cast<float>(divisor));
+    if (exact_inverse(divisor))
+      wire_stream<true>(in, out, n, 1.0f / static_cast<float>(divisor));
+    else
+      wire_stream<false>(in, out, n, static_cast<float>(divisor));
     return;
   }
 #endif
@@ -159,8 +166,10 @@ void add_and_average_streamed(float* sum, const float* mine, float* out, std::si
                               std::size_t divisor) noexcept {
 #ifdef ZRING_AVX2_DISPATCH
   if (codec::have_avx2()) {
-    if (exact_inverse(divisor)) add_stream<true>(sum, mine, out, n, 1.0f / static_cast<float>(divisor));
-    else add_stream<false>(sum, mine, out, n, static_cast<float>(divisor));
+    if (exact_inverse(divisor))
+      add_stream<true>(sum, mine, out, n, 1.0f / static_cast<float>(divisor));
+    else
+      add_stream<false>(sum, mine, out, n, static_cast<float>(divisor));
     return;
   }
 #endif

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-
 #include <zring/error.hpp>
 
 #include "collective/float_sum.hpp"
@@ -11,7 +10,8 @@
 
 namespace zring::collective {
 
-void GatheredValues::floats(const RingLink& link, std::size_t count, std::vector<float>& values) const {
+void GatheredValues::floats(const RingLink& link, std::size_t count,
+                            std::vector<float>& values) const {
   const std::size_t nodes = link.nodes();
   values.resize(nodes * count);
   for (std::size_t n = 0; n < nodes; ++n) {
@@ -36,7 +36,8 @@ void gather_allreduce(const Lane& lane, std::size_t nodes, const float* contribu
                       float* result, std::size_t elements, std::size_t average_over) {
   constexpr std::size_t kBlock = 4096;
   std::vector<Lane> lanes;
-  for (std::size_t c = 0; c <= nodes; ++c) lanes.push_back(lane.carrying(std::max<std::size_t>(c, 1)));
+  for (std::size_t c = 0; c <= nodes; ++c)
+    lanes.push_back(lane.carrying(std::max<std::size_t>(c, 1)));
   std::vector<float> acc(kBlock);
   std::vector<std::uint8_t> wire(lanes[nodes].wire_bytes(kBlock) + lanes[1].wire_bytes(kBlock));
   for (std::size_t s = 0; s < nodes; ++s) {

@@ -1,7 +1,6 @@
 #include "collective/inproc_link.hpp"
 
 #include <string>
-
 #include <zring/error.hpp>
 
 namespace zring::collective {
@@ -18,17 +17,17 @@ class InprocRing::Link final : public RingLink {
   Link(InprocRing& ring, std::size_t node) : ring_(ring), node_(node) {}
   std::size_t node() const noexcept override { return node_; }
   std::size_t nodes() const noexcept override { return ring_.nodes(); }
-  std::string describe(std::size_t node) const override {
-    return "node " + std::to_string(node);
-  }
+  std::string describe(std::size_t node) const override { return "node " + std::to_string(node); }
 
   void send(const ChunkTag& tag, Bytes payload) override {
     Message msg{tag, std::move(payload)};
     std::vector<Message> out;
     {
       std::lock_guard lock(ring_.filter_mutex_);
-      if (ring_.filter_) out = ring_.filter_(node_, msg);
-      else out.push_back(std::move(msg));
+      if (ring_.filter_)
+        out = ring_.filter_(node_, msg);
+      else
+        out.push_back(std::move(msg));
     }
     // Like a network, every delivery is a copy the receiver owns (RingLink::recv).
     for (Message& m : out) {

@@ -88,5 +88,4 @@ struct CodeLane {
   }
 };
 
-
 }  // namespace zring::collective

@@ -97,11 +97,11 @@ struct OwnedBuffer {
 
 // What a collective did on the wire, and what it threw away.
 struct RingStats {
-  std::uint64_t bytes_sent = 0;     // payload bytes this node sent
+  std::uint64_t bytes_sent = 0;  // payload bytes this node sent
   std::uint64_t messages_sent = 0;
-  std::uint64_t dropped = 0;        // unexpected, duplicate or malformed messages
+  std::uint64_t dropped = 0;          // unexpected, duplicate or malformed messages
   std::uint64_t peak_held_bytes = 0;  // the most data a plan held at once (sparse: frames to sum)
-  std::string last_drop;            // why the last one was dropped
+  std::string last_drop;              // why the last one was dropped
   void drop(std::string why) {
     ++dropped;
     last_drop = std::move(why);

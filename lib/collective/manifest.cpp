@@ -7,8 +7,7 @@ namespace {
 
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
   std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    text += (i ? "x" : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? "x" : "") + std::to_string(shape[i]);
   return text + "]";
 }
 
@@ -27,8 +26,8 @@ std::string manifest_difference(const Manifest& a, const std::string& a_who, con
       // Names are sorted: the smaller one is missing on the other side.
       const bool a_has = x.name < y.name;
       const std::string& name = a_has ? x.name : y.name;
-      return "tensor '" + name + "' is submitted by " + (a_has ? a_who : b_who) +
-             " but not by " + (a_has ? b_who : a_who);
+      return "tensor '" + name + "' is submitted by " + (a_has ? a_who : b_who) + " but not by " +
+             (a_has ? b_who : a_who);
     }
     if (x.numel != y.numel || x.shape != y.shape) {
       return "tensor '" + x.name + "' has shape " + shape_text(x.shape) + " (" +

@@ -84,7 +84,7 @@ std::unique_ptr<MethodPlan> make_sparse_plan(PlanInputs& in);   // topk, thresho
 // The frames a node sends its sparse payloads in (framed data), from its
 // summary: one per frame of the op's values (plan_sparse.cpp); 0 when its
 // method is not topk or threshold, or it cannot take part.
-[[nodiscard]] std::size_t sparse_frames(const NodeSummary& summary, const RingOptions& options) noexcept;
-
+[[nodiscard]] std::size_t sparse_frames(const NodeSummary& summary,
+                                        const RingOptions& options) noexcept;
 
 }  // namespace zring::collective

@@ -51,14 +51,17 @@ __attribute__((target("avx2"))) void average_codes_avx2(const std::uint32_t* sum
   const __m256d vstep = _mm256_set1_pd(step);
   const __m256d voffset = _mm256_set1_pd(offset);
   for (; i + 8 <= n; i += 8) {
-    const __m256i s = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + i)), flip);
+    const __m256i s =
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + i)), flip);
     __m256d lo = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(s)), half_range);
     __m256d hi = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(s, 1)), half_range);
     lo = _mm256_add_pd(voffset, _mm256_mul_pd(lo, vstep));
     hi = _mm256_add_pd(voffset, _mm256_mul_pd(hi, vstep));
     const __m256 r = _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
-    if (stream) _mm256_stream_ps(out + i, r);
-    else _mm256_storeu_ps(out + i, r);
+    if (stream)
+      _mm256_stream_ps(out + i, r);
+    else
+      _mm256_storeu_ps(out + i, r);
   }
   for (; i < n; ++i) out[i] = static_cast<float>(offset + static_cast<double>(sums[i]) * step);
   if (stream) _mm_sfence();
@@ -84,8 +87,10 @@ struct Block {
 class AffinePlan final : public MethodPlan {
  public:
   explicit AffinePlan(PlanInputs& in)
-      : in_(in), owned_(codec::make_codec(in.input.method.base())),
-        codec_(dynamic_cast<const codec::AffineCodec&>(*owned_)), spb_(codec_.stats_per_block()) {
+      : in_(in),
+        owned_(codec::make_codec(in.input.method.base())),
+        codec_(dynamic_cast<const codec::AffineCodec&>(*owned_)),
+        spb_(codec_.stats_per_block()) {
     for (std::size_t t = 0; t < in.tensors(); ++t) {
       for (std::size_t b = in.offsets[t]; b < in.offsets[t + 1]; b += codec::kBlockElems)
         blocks_.push_back({b, std::min(codec::kBlockElems, in.offsets[t + 1] - b)});
@@ -127,8 +132,11 @@ class AffinePlan final : public MethodPlan {
     lane.node_max = static_cast<std::uint64_t>(codec_.max_code()) * in_.x.size();
     lane.bits = bits_for(lane.node_max * in_.link.nodes());
     Codes codes(*this, grids, result);
-    if (gather_.on()) sum_gathered(codes, grids);
-    else ring_allreduce(in_.link, lane, codes, in_.elements(), in_.op.ring, in_.stats, in_.input.staging);
+    if (gather_.on())
+      sum_gathered(codes, grids);
+    else
+      ring_allreduce(in_.link, lane, codes, in_.elements(), in_.op.ring, in_.stats,
+                     in_.input.staging);
     for (std::size_t l = 0; l < codes.decoded.size(); ++l) in_.update_feedback(l, codes.decoded[l]);
   }
 
@@ -189,7 +197,9 @@ class AffinePlan final : public MethodPlan {
   class Codes final : public BlockIo<std::uint32_t> {
    public:
     Codes(AffinePlan& plan, const std::vector<codec::AffineGrid>& grids, float* result)
-        : plan_(plan), grids_(grids), result_(result),
+        : plan_(plan),
+          grids_(grids),
+          result_(result),
           world_(static_cast<double>(plan.in_.op.world_size)),
           stream_(plan.in_.elements() >= kStreamElems) {
       // With error feedback, what each rank's codes decode to, for its
@@ -208,7 +218,8 @@ class AffinePlan final : public MethodPlan {
       const PlanInputs& in = plan_.in_;
       const std::size_t end = begin + n;
       for (auto it = first_block(begin); it != plan_.blocks_.end() && it->begin < end; ++it) {
-        const codec::AffineGrid& grid = grids_[static_cast<std::size_t>(it - plan_.blocks_.begin())];
+        const codec::AffineGrid& grid =
+            grids_[static_cast<std::size_t>(it - plan_.blocks_.begin())];
         const std::size_t from = std::max(begin, it->begin);
         const std::size_t to = std::min(end, it->begin + it->size);
         std::uint32_t* sum = out + (from - begin);
@@ -235,7 +246,8 @@ class AffinePlan final : public MethodPlan {
     void result(std::size_t begin, std::size_t n, const std::uint32_t* sums) override {
       const std::size_t end = begin + n;
       for (auto it = first_block(begin); it != plan_.blocks_.end() && it->begin < end; ++it) {
-        const codec::AffineGrid& grid = grids_[static_cast<std::size_t>(it - plan_.blocks_.begin())];
+        const codec::AffineGrid& grid =
+            grids_[static_cast<std::size_t>(it - plan_.blocks_.begin())];
         const std::size_t from = std::max(begin, it->begin);
         const std::size_t to = std::min(end, it->begin + it->size);
         average_codes(sums + (from - begin), to - from, grid.offset,

@@ -11,8 +11,10 @@ namespace {
 class DensePlan final : public MethodPlan {
  public:
   explicit DensePlan(PlanInputs& in)
-      : in_(in), kind_(in.input.method.kind()),
-        gather_(gathers(in.elements() * sizeof(float), in.link.nodes(), in.op.ring), in.link.nodes()) {}
+      : in_(in),
+        kind_(in.input.method.kind()),
+        gather_(gathers(in.elements() * sizeof(float), in.link.nodes(), in.op.ring),
+                in.link.nodes()) {}
 
   // A small op's contribution rides behind the summary (gather_allreduce.hpp).
   void prepare(NodeSummary& summary) override {
@@ -83,8 +85,10 @@ class DensePlan final : public MethodPlan {
     float* decoded = sized(in_.work.decoded, n);
     for (std::size_t l = 0; l < ranks; ++l) {
       round_trip(in_.x[l], n, decoded);
-      if (l == 0) std::copy(decoded, decoded + n, sum);
-      else for (std::size_t i = 0; i < n; ++i) sum[i] += decoded[i];
+      if (l == 0)
+        std::copy(decoded, decoded + n, sum);
+      else
+        for (std::size_t i = 0; i < n; ++i) sum[i] += decoded[i];
       in_.update_feedback(l, decoded);
     }
     return sum;
@@ -107,7 +111,7 @@ class DensePlan final : public MethodPlan {
 
   PlanInputs& in_;
   CompressionKind kind_;
-  GatheredValues gather_;       // a small op: one round (gather_allreduce.hpp)
+  GatheredValues gather_;  // a small op: one round (gather_allreduce.hpp)
 };
 
 }  // namespace

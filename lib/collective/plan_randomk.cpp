@@ -6,7 +6,6 @@
 #include <limits>
 #include <string>
 #include <vector>
-
 #include <zring/error.hpp>
 
 #include "collective/gather_allreduce.hpp"
@@ -31,8 +30,9 @@ class RandomkPlan final : public MethodPlan {
       indices_.push_back(codec::random_indices(seed, n, in.input.method.kept_for(n)));
       sample_offsets_.push_back(sample_offsets_.back() + indices_.back().size());
     }
-    gather_ = GatheredValues(gathers(sample_offsets_.back() * sizeof(float), in.link.nodes(), in.op.ring),
-                             in.link.nodes());
+    gather_ =
+        GatheredValues(gathers(sample_offsets_.back() * sizeof(float), in.link.nodes(), in.op.ring),
+                       in.link.nodes());
   }
 
   void prepare(NodeSummary& summary) override {
@@ -44,7 +44,8 @@ class RandomkPlan final : public MethodPlan {
       if (decoded) in_.update_feedback(l, decoded);
     }
     compact_nonfinite(summary);
-    if (gather_.on()) gather_.send(summary, Bytes::copy_of(sums_.data(), sums_.size() * sizeof(float)));
+    if (gather_.on())
+      gather_.send(summary, Bytes::copy_of(sums_.data(), sums_.size() * sizeof(float)));
   }
 
   // A small sample rides behind the summary (gather_allreduce.hpp).
@@ -55,7 +56,8 @@ class RandomkPlan final : public MethodPlan {
     float* total = sized(in_.work.sampled, sums_.size());
     if (gather_.on()) {
       gather_.floats(in_.link, sums_.size(), in_.work.gathered);
-      gather_allreduce(FloatLane{}, in_.link.nodes(), in_.work.gathered.data(), total, sums_.size());
+      gather_allreduce(FloatLane{}, in_.link.nodes(), in_.work.gathered.data(), total,
+                       sums_.size());
     } else {
       ring_allreduce(in_.link, FloatLane{}, sums_.data(), total, sums_.size(), in_.op.ring,
                      in_.stats);
@@ -84,8 +86,9 @@ class RandomkPlan final : public MethodPlan {
       const bool sampled = next < idx.size() && idx[next] == i;
       if (sampled) ++next;
       const bool keep = sampled || !std::isfinite(x[i]);
-      if (!sampled && keep) summary.nonfinite.push_back({static_cast<std::uint32_t>(t),
-                                                         static_cast<std::uint32_t>(i), x[i]});
+      if (!sampled && keep)
+        summary.nonfinite.push_back(
+            {static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(i), x[i]});
       if (keep && decoded) decoded[in_.offsets[t] + i] = x[i];
     }
   }
@@ -113,8 +116,10 @@ class RandomkPlan final : public MethodPlan {
                         std::to_string(e.tensor) + ", index " + std::to_string(e.index) + ")");
       }
       float* out = result + in_.offsets[e.tensor];
-      if (e.index == kWholeTensor) std::fill(out, out + n, e.value);
-      else out[e.index] += e.value / world;
+      if (e.index == kWholeTensor)
+        std::fill(out, out + n, e.value);
+      else
+        out[e.index] += e.value / world;
     }
   }
 

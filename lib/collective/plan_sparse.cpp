@@ -23,7 +23,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
 #include <zring/error.hpp>
 
 #include "codec/sparse.hpp"
@@ -55,9 +54,12 @@ struct Piece {
 class SparsePlan final : public MethodPlan {
  public:
   explicit SparsePlan(PlanInputs& in)
-      : in_(in), codec_(codec::make_codec(in.input.method.base())),
-        frame_elems_(frame_elements(in.op.ring)), frames_(frames_of(in.elements(), in.op.ring)),
-        held_(in.link.nodes()), failed_(in.link.nodes()) {}
+      : in_(in),
+        codec_(codec::make_codec(in.input.method.base())),
+        frame_elems_(frame_elements(in.op.ring)),
+        frames_(frames_of(in.elements(), in.op.ring)),
+        held_(in.link.nodes()),
+        failed_(in.link.nodes()) {}
 
   void prepare(NodeSummary& summary) override {
     for (std::size_t l = 0; l < in_.x.size(); ++l) {
@@ -139,8 +141,8 @@ class SparsePlan final : public MethodPlan {
   };
   // A node's frame until it is summed.
   struct Held {
-    std::size_t bytes = 0;     // as it came on the wire
-    std::vector<Pairs> pairs;  // [l * pieces + p]
+    std::size_t bytes = 0;                            // as it came on the wire
+    std::vector<Pairs> pairs;                         // [l * pieces + p]
     std::vector<std::vector<std::uint32_t>> indices;  // what pairs points into, when decoded
     std::vector<std::vector<float>> values;
   };
@@ -160,8 +162,8 @@ class SparsePlan final : public MethodPlan {
   // This node's frame f: its size, and into list when given. at[v] is
   // where own_[v]'s pairs of frame f start; it moves past them.
   // pairs, when given, gets where each piece's pairs are in own_.
-  std::size_t own_frame(std::size_t f, std::vector<std::size_t>& at, std::vector<std::uint8_t>* list,
-                        std::vector<Pairs>* pairs = nullptr) {
+  std::size_t own_frame(std::size_t f, std::vector<std::size_t>& at,
+                        std::vector<std::uint8_t>* list, std::vector<Pairs>* pairs = nullptr) {
     const std::vector<Piece> parts = pieces(f);
     std::vector<std::vector<std::uint8_t>> payloads;
     std::size_t bytes = 0;
@@ -173,7 +175,8 @@ class SparsePlan final : public MethodPlan {
         const std::size_t end = p.end - in_.offsets[p.tensor];
         std::size_t j = at[v];
         while (j < idx.size() && idx[j] < end) ++j;
-        if (pairs) pairs->push_back({idx.data() + at[v], own_[v].values.data() + at[v], j - at[v], base});
+        if (pairs)
+          pairs->push_back({idx.data() + at[v], own_[v].values.data() + at[v], j - at[v], base});
         const std::size_t size = codec::detail::sparse_bytes(idx.data() + at[v], j - at[v], base);
         bytes += size;
         if (list) {
@@ -192,10 +195,12 @@ class SparsePlan final : public MethodPlan {
     const std::vector<Piece> parts = pieces(f);
     std::vector<wire::Span> spans;
     try {
-      spans = wire::decode_payload_list(data.data(), data.size(), in_.op.local_ranks * parts.size());
+      spans =
+          wire::decode_payload_list(data.data(), data.size(), in_.op.local_ranks * parts.size());
     } catch (const Error& e) {
       throw Error(ErrorCode::malformed_message, in_.link.describe(node) + " sent a frame " +
-                                                    std::to_string(f) + " that does not decode: " + e.what());
+                                                    std::to_string(f) +
+                                                    " that does not decode: " + e.what());
     }
     Held frame;
     frame.bytes = data.size();
@@ -212,7 +217,8 @@ class SparsePlan final : public MethodPlan {
                         in_.input.manifest.tensors[p.tensor].name + "', values from " +
                         std::to_string(p.begin - in_.offsets[p.tensor]) + ": " + e.what());
       }
-      frame.pairs.push_back({frame.indices[s].data(), frame.values[s].data(), frame.indices[s].size(), 0});
+      frame.pairs.push_back(
+          {frame.indices[s].data(), frame.values[s].data(), frame.indices[s].size(), 0});
     }
     return frame;
   }
@@ -227,11 +233,13 @@ class SparsePlan final : public MethodPlan {
   void finish_ready() {
     if (!result_ || closed_) return;
     while (finished_ < frames_ &&
-           std::all_of(held_.begin(), held_.end(), [](const std::deque<Held>& n) { return !n.empty(); })) {
+           std::all_of(held_.begin(), held_.end(),
+                       [](const std::deque<Held>& n) { return !n.empty(); })) {
       const std::vector<Piece> parts = pieces(finished_);
       for (std::size_t p = 0; p < parts.size(); ++p) {
         views_.clear();
-        for (const std::deque<Held>& node : held_)  // rank order: node by node, local ranks in order
+        for (const std::deque<Held>& node :
+             held_)  // rank order: node by node, local ranks in order
           for (std::size_t l = 0; l < in_.op.local_ranks; ++l)
             views_.push_back(node.front().pairs[l * parts.size() + p]);
         average(parts[p].end - parts[p].begin, result_ + parts[p].begin, parts[p].begin);
@@ -273,7 +281,8 @@ class SparsePlan final : public MethodPlan {
         const Pairs& v = views_[r];
         const std::size_t end = begin + len + v.base;  // in v's own counting
         std::size_t j = from_[r] = at_view_[r];
-        for (; j < v.size && v.indices[j] < end; ++j) acc[v.indices[j] - v.base - begin] += v.values[j];
+        for (; j < v.size && v.indices[j] < end; ++j)
+          acc[v.indices[j] - v.base - begin] += v.values[j];
         at_view_[r] = j;
       }
       if (!stream) {
@@ -284,7 +293,8 @@ class SparsePlan final : public MethodPlan {
                                  in_.op.world_size);
       for (std::size_t r = 0; r < views_.size(); ++r) {
         const Pairs& v = views_[r];
-        for (std::size_t j = from_[r]; j < at_view_[r]; ++j) scratch[v.indices[j] - v.base - begin] = 0.0f;
+        for (std::size_t j = from_[r]; j < at_view_[r]; ++j)
+          scratch[v.indices[j] - v.base - begin] = 0.0f;
       }
     }
   }
@@ -301,10 +311,10 @@ class SparsePlan final : public MethodPlan {
   float* result_ = nullptr;                   // once the summaries agree
   bool closed_ = false;                       // they do not, or a frame failed: nothing is summed
   std::size_t finished_ = 0;                  // frames summed into result_
-  std::deque<Held> own_sent_;                   // this node's frames sent, not yet handed back
-  std::vector<Pairs> views_;                    // every rank's pairs of a piece, in rank order
-  std::vector<std::size_t> at_view_, from_;     // average: where each view is, where its block began
-  std::vector<float> block_;                    // a large op's accumulator
+  std::deque<Held> own_sent_;                 // this node's frames sent, not yet handed back
+  std::vector<Pairs> views_;                  // every rank's pairs of a piece, in rank order
+  std::vector<std::size_t> at_view_, from_;   // average: where each view is, where its block began
+  std::vector<float> block_;                  // a large op's accumulator
 };
 
 }  // namespace

@@ -20,10 +20,22 @@ class RingAllgather {
   using Piece = std::function<std::size_t(std::size_t size)>;
 
   RingAllgather(RingLink& link, Phase phase, RingStats& stats, const Arrived& arrived, Piece piece)
-      : link_(link), phase_(phase), stats_(stats), arrived_(arrived),
-        piece_(std::move(piece)), nodes_(link.nodes()), self_(link.node()), size_(nodes_),
-        chunk_(nodes_, 1), known_(nodes_, false), parts_(nodes_), received_(nodes_), out_(nodes_),
-        still_(nodes_, 0), frames_(nodes_, 0), next_(nodes_, 0) {}
+      : link_(link),
+        phase_(phase),
+        stats_(stats),
+        arrived_(arrived),
+        piece_(std::move(piece)),
+        nodes_(link.nodes()),
+        self_(link.node()),
+        size_(nodes_),
+        chunk_(nodes_, 1),
+        known_(nodes_, false),
+        parts_(nodes_),
+        received_(nodes_),
+        out_(nodes_),
+        still_(nodes_, 0),
+        frames_(nodes_, 0),
+        next_(nodes_, 0) {}
 
   // Framed data: what origin sends is `frames` frames of `bytes` in all
   // (ring_allgather.hpp), each handed to frame_arrived as it comes, and
@@ -88,7 +100,8 @@ class RingAllgather {
       const std::size_t f = next_[self_]++;
       sent.push_back(make_(f));
       if (nodes_ > 1)
-        send({phase_, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(f), 1}, sent.back());
+        send({phase_, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(f), 1},
+             sent.back());
     }
     for (std::size_t i = 0; i < sent.size(); ++i)
       if (*frame_arrived_) (*frame_arrived_)(self_, first + i, sent[i]);
@@ -260,8 +273,10 @@ WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSi
     const std::optional<Message> msg = started ? link.recv(Clock::now() + options.timeout)
                                                : link.recv_until(Clock::now() + kSlice);
     if (msg) {
-      if (msg->tag.phase == Phase::blobs) data.accept(*msg);
-      else summaries.accept(*msg);
+      if (msg->tag.phase == Phase::blobs)
+        data.accept(*msg);
+      else
+        summaries.accept(*msg);
     }
     start_when_ready();
     data.pump();

@@ -54,7 +54,7 @@ struct WithData {
   std::vector<Bytes> data;  // empty for a node that sent frames
 };
 struct Mine {
-  std::function<bool()> ready;                  // this node's summary and data are made
+  std::function<bool()> ready;                    // this node's summary and data are made
   std::function<std::pair<Bytes, Bytes>()> take;  // then: them (called once)
   std::function<Bytes(std::size_t frame)> frame;  // then its frames, if it announced any
 };

@@ -5,7 +5,6 @@
 #include <string>
 #include <type_traits>
 #include <vector>
-
 #include <zring/error.hpp>
 
 #include "collective/float_sum.hpp"
@@ -34,14 +33,24 @@ class RingAllreduce {
                 std::size_t elements, const RingOptions& options, RingStats& stats,
                 std::size_t average_over, std::shared_ptr<const void> local_owner,
                 LocalStaging* staging)
-      : link_(link), local_(local), result_(result), io_(io), staging_(staging), options_(options),
+      : link_(link),
+        local_(local),
+        result_(result),
+        io_(io),
+        staging_(staging),
+        options_(options),
         stats_(stats),
-        average_over_(average_over), local_owner_(std::move(local_owner)),
-        average_(average_over > 1), nodes_(link.nodes()), self_(link.node()),
+        average_over_(average_over),
+        local_owner_(std::move(local_owner)),
+        average_(average_over > 1),
+        nodes_(link.nodes()),
+        self_(link.node()),
         lanes_(carrying_lanes(lane, nodes_)),
         geometry_(elements, nodes_, chunk_elems(lanes_[nodes_], options.chunk_bytes)),
-        reduced_(geometry_.total_chunks(), false), final_(geometry_.total_chunks(), false),
-        final_prefix_(staging ? nodes_ : 0, 0), stream_(elements >= kStreamElems) {}
+        reduced_(geometry_.total_chunks(), false),
+        final_(geometry_.total_chunks(), false),
+        final_prefix_(staging ? nodes_ : 0, 0),
+        stream_(elements >= kStreamElems) {}
 
   void run() {
     if (nodes_ == 1) {
@@ -61,7 +70,8 @@ class RingAllreduce {
   // lanes[c]: the lane of a message carrying the sum of c nodes' values.
   static std::vector<Lane> carrying_lanes(const Lane& lane, std::size_t nodes) {
     std::vector<Lane> lanes;
-    for (std::size_t c = 0; c <= nodes; ++c) lanes.push_back(lane.carrying(std::max<std::size_t>(c, 1)));
+    for (std::size_t c = 0; c <= nodes; ++c)
+      lanes.push_back(lane.carrying(std::max<std::size_t>(c, 1)));
     return lanes;
   }
 
@@ -136,7 +146,7 @@ class RingAllreduce {
   static float* writable_floats(const Bytes& payload) {
     auto* p = const_cast<std::uint8_t*>(payload.data());
     return reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0 ? reinterpret_cast<float*>(p)
-                                                                      : nullptr;
+                                                                     : nullptr;
   }
 
   // Flow control without a backward channel: each chunk of this node's
@@ -152,7 +162,8 @@ class RingAllreduce {
   void send_own_chunks() {
     const std::size_t own = geometry_.chunks(self_);
     const std::size_t window =
-        std::max({kWindowBytes / std::max<std::size_t>(options_.chunk_bytes, 1), 2 * nodes_, std::size_t{4}});
+        std::max({kWindowBytes / std::max<std::size_t>(options_.chunk_bytes, 1), 2 * nodes_,
+                  std::size_t{4}});
     const std::size_t allowed = std::min(own, own_returned_ + window);
     for (; own_sent_ < allowed; ++own_sent_) send_own_chunk(own_sent_);
   }
@@ -167,7 +178,8 @@ class RingAllreduce {
       // owner keeps the memory alive for whatever ZeroMQ still holds.
       if (local_owner_) {
         send({Phase::reduce, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
-             Bytes(reinterpret_cast<const std::uint8_t*>(local_ + begin), (end - begin) * 4, local_owner_));
+             Bytes(reinterpret_cast<const std::uint8_t*>(local_ + begin), (end - begin) * 4,
+                   local_owner_));
         return;
       }
     }
@@ -216,7 +228,8 @@ class RingAllreduce {
     const std::size_t n = end - begin;
     await_local(tag.segment, end);
     if constexpr (kFloatWire) {
-      if (float* sum = writable_floats(payload)) return partial_in_place(tag, id, begin, n, sum, payload);
+      if (float* sum = writable_floats(payload))
+        return partial_in_place(tag, id, begin, n, sum, payload);
     }
     const Lane& in_lane = lanes_[tag.hop];
     if (tag.hop + 1 < nodes_) {
@@ -227,8 +240,8 @@ class RingAllreduce {
       scratch_.resize(kBlock);
       for (std::size_t at = 0; at < n; at += kBlock) {  // at is a multiple of 8
         const std::size_t len = std::min(kBlock, n - at);
-        in_lane.decode_add(payload.data() + in_lane.wire_bytes(at), len, local_block(begin + at, len),
-                           scratch_.data());
+        in_lane.decode_add(payload.data() + in_lane.wire_bytes(at), len,
+                           local_block(begin + at, len), scratch_.data());
         out_lane.encode(scratch_.data(), len, wire.data.get() + out_lane.wire_bytes(at));
       }
       send({Phase::reduce, tag.segment, tag.chunk, tag.hop + 1}, wire.bytes());
@@ -241,7 +254,8 @@ class RingAllreduce {
       const std::size_t len = std::min(kBlock, n - at);
       std::uint8_t* out = wire.data.get() + out_lane.wire_bytes(at);
       Acc* sums = sums_block(begin + at);
-      in_lane.decode_add(payload.data() + in_lane.wire_bytes(at), len, local_block(begin + at, len), sums);
+      in_lane.decode_add(payload.data() + in_lane.wire_bytes(at), len, local_block(begin + at, len),
+                         sums);
       out_lane.encode(sums, len, out);
       if constexpr (Lane::kRounds) out_lane.decode(out, len, sums);
       if (io_) io_->result(begin + at, len, sums);
@@ -262,8 +276,10 @@ class RingAllreduce {
       return false;
     }
     // Complete: the sum travels on, this node keeps the average.
-    if (stream_) add_and_average_streamed(sum, mine, result_ + begin, n, average_over_);
-    else add_and_average(sum, mine, result_ + begin, n, average_over_);
+    if (stream_)
+      add_and_average_streamed(sum, mine, result_ + begin, n, average_over_);
+    else
+      add_and_average(sum, mine, result_ + begin, n, average_over_);
     final_[id] = true;
     send({Phase::gather, tag.segment, tag.chunk, 1}, payload);
     finalized(tag.segment);
@@ -285,8 +301,10 @@ class RingAllreduce {
     if constexpr (kFloatWire) {
       if (average_) {
         // One pass: the sum's bits (any alignment) divided into the result.
-        if (stream_) average_from_wire_streamed(payload.data(), result_ + begin, end - begin, average_over_);
-        else average_from_wire(payload.data(), result_ + begin, end - begin, average_over_);
+        if (stream_)
+          average_from_wire_streamed(payload.data(), result_ + begin, end - begin, average_over_);
+        else
+          average_from_wire(payload.data(), result_ + begin, end - begin, average_over_);
         finalized(tag.segment);
         return true;
       }
@@ -318,7 +336,7 @@ class RingAllreduce {
   RingLink& link_;
   const Acc* local_;
   Acc* result_;
-  BlockIo<Acc>* io_;  // when set, makes local values and takes the sums
+  BlockIo<Acc>* io_;       // when set, makes local values and takes the sums
   LocalStaging* staging_;  // when set, local fills and result is published as the ring goes
   const RingOptions& options_;
   RingStats& stats_;
@@ -329,10 +347,10 @@ class RingAllreduce {
   std::size_t self_;
   std::vector<Lane> lanes_;  // by how many nodes' values a message carries
   ChunkGeometry geometry_;
-  std::vector<bool> reduced_;  // partial sum of this chunk seen
-  std::vector<bool> final_;    // complete sum of this chunk stored
-  std::size_t own_sent_ = 0;    // chunks of the own segment sent
-  std::size_t own_returned_ = 0;  // of them, those whose complete sum came back
+  std::vector<bool> reduced_;              // partial sum of this chunk seen
+  std::vector<bool> final_;                // complete sum of this chunk stored
+  std::size_t own_sent_ = 0;               // chunks of the own segment sent
+  std::size_t own_returned_ = 0;           // of them, those whose complete sum came back
   std::vector<std::size_t> final_prefix_;  // with staging: per segment, chunks final from the first
   std::vector<Acc> scratch_;
   std::vector<Acc> local_scratch_;
@@ -343,11 +361,12 @@ class RingAllreduce {
 
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
-                    typename Lane::Acc* result, std::size_t elements,
-                    const RingOptions& options, RingStats& stats, std::size_t average_over,
+                    typename Lane::Acc* result, std::size_t elements, const RingOptions& options,
+                    RingStats& stats, std::size_t average_over,
                     std::shared_ptr<const void> local_owner, LocalStaging* staging) {
   RingAllreduce<Lane>(link, lane, local, result, nullptr, elements, options, stats, average_over,
-                      std::move(local_owner), staging).run();
+                      std::move(local_owner), staging)
+      .run();
 }
 
 template <class Lane>

@@ -12,7 +12,7 @@
 namespace zring::collective {
 
 struct RingOptions {
-  std::size_t chunk_bytes = 1 << 20;          // wire bytes per chunk (about)
+  std::size_t chunk_bytes = 1 << 20;                   // wire bytes per chunk (about)
   Clock::duration timeout = std::chrono::seconds(10);  // longest silence of the predecessor
   // Ops that make a node send at most this much as one all-gather go that
   // way (gather_allreduce.hpp); 0 sends every op round the ring. Like
@@ -61,8 +61,8 @@ class BlockIo {
 // as it grows. Throws zring::Error on timeout or abort.
 template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
-                    typename Lane::Acc* result, std::size_t elements,
-                    const RingOptions& options, RingStats& stats, std::size_t average_over = 1,
+                    typename Lane::Acc* result, std::size_t elements, const RingOptions& options,
+                    RingStats& stats, std::size_t average_over = 1,
                     std::shared_ptr<const void> local_owner = {}, LocalStaging* staging = nullptr);
 
 // The same schedule, with io making this node's contribution and taking

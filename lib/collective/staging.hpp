@@ -47,8 +47,7 @@ class StagingOrder {
     if (k > 0) {
       // Segments node, node-1, ..., node-k+1: a run that may wrap below 0.
       const std::size_t first = (node_ + nodes_ + 1 - k) % nodes_;  // lowest index of the run
-      before = first <= node_ ? end(node_) - begin(first)
-                              : end(node_) + (elements_ - begin(first));
+      before = first <= node_ ? end(node_) - begin(first) : end(node_) + (elements_ - begin(first));
     }
     return before + upto;
   }

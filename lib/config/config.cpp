@@ -6,16 +6,9 @@
 // a message naming the file, the key and the fix, rather than a ring that forms
 // wrongly or hangs later. docs/configuration.md lists every key and limit.
 
-#include <zring/config.hpp>
-#include <zring/error.hpp>
-
-#include "config/endpoint.hpp"
-#include "config/keys.hpp"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -32,6 +25,11 @@
 #include <system_error>
 #include <utility>
 #include <vector>
+#include <zring/config.hpp>
+#include <zring/error.hpp>
+
+#include "config/endpoint.hpp"
+#include "config/keys.hpp"
 
 namespace zring {
 namespace {
@@ -66,9 +64,11 @@ constexpr std::size_t kMaxFileBytes = 1 * MiB;
 constexpr std::size_t kMaxNodes = 4096;
 
 constexpr std::array<std::string_view, 13> kTopKeys{
-    "nodes",        "self",        "ipc",          "local_ranks",       "min_nodes", "timeout_ms", "heartbeat_ms",
-    "chunk_bytes",  "gather_bytes", "max_message_bytes", "log_level", "metrics",    "curve"};
-constexpr std::array<std::string_view, 5> kNodeKeys{"name", "address", "ipc", "public_key", "secret_key_file"};
+    "nodes",      "self",         "ipc",         "local_ranks",  "min_nodes",
+    "timeout_ms", "heartbeat_ms", "chunk_bytes", "gather_bytes", "max_message_bytes",
+    "log_level",  "metrics",      "curve"};
+constexpr std::array<std::string_view, 5> kNodeKeys{"name", "address", "ipc", "public_key",
+                                                    "secret_key_file"};
 constexpr std::array<std::string_view, 1> kMetricsKeys{"listen"};
 constexpr std::array<std::string_view, 1> kCurveKeys{"secret_key_file"};
 constexpr std::array<std::string_view, 4> kLogLevels{"error", "warn", "info", "debug"};
@@ -109,7 +109,8 @@ std::string join(const Strings& items) {
 std::string show_number(std::uint64_t value, bool bytes) {
   std::string text = std::to_string(value);
   if (!bytes || value == 0) return text;
-  for (auto [unit, name] : {std::pair{GiB, " GiB"}, std::pair{MiB, " MiB"}, std::pair{KiB, " KiB"}}) {
+  for (auto [unit, name] :
+       {std::pair{GiB, " GiB"}, std::pair{MiB, " MiB"}, std::pair{KiB, " KiB"}}) {
     if (value % unit == 0) return text + " (" + std::to_string(value / unit) + name + ")";
   }
   return text;
@@ -117,11 +118,15 @@ std::string show_number(std::uint64_t value, bool bytes) {
 
 std::string kind_of(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Map: return "a map";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Scalar: return "the value " + quote(node.Scalar());
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar:
+      return "the value " + quote(node.Scalar());
     case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined: break;
+    case YAML::NodeType::Undefined:
+      break;
   }
   return "nothing";
 }
@@ -144,8 +149,10 @@ std::size_t distance(std::string_view a, std::string_view b) {
 
 std::string suggestion(std::string_view unknown, std::span<const std::string_view> known) {
   for (std::string_view candidate : known) {
-    const bool prefix = unknown.size() >= 3 && (candidate.starts_with(unknown) || unknown.starts_with(candidate));
-    if (prefix || distance(unknown, candidate) <= 2) return "; did you mean " + quote(candidate) + "?";
+    const bool prefix =
+        unknown.size() >= 3 && (candidate.starts_with(unknown) || unknown.starts_with(candidate));
+    if (prefix || distance(unknown, candidate) <= 2)
+      return "; did you mean " + quote(candidate) + "?";
   }
   return "";
 }
@@ -155,10 +162,12 @@ std::string suggestion(std::string_view unknown, std::span<const std::string_vie
 // Rejects non-word keys, unknown keys and repeated keys: yaml-cpp keeps both
 // copies of a repeated key and lookups see only the first, so a later edit
 // would silently not apply.
-void check_keys(const YAML::Node& map, const Where& where, std::span<const std::string_view> known) {
+void check_keys(const YAML::Node& map, const Where& where,
+                std::span<const std::string_view> known) {
   std::map<std::string, std::size_t, std::less<>> line_of;
   for (const auto& entry : map) {
-    if (!entry.first.IsScalar()) where.fail("a key must be a plain word, got " + kind_of(entry.first));
+    if (!entry.first.IsScalar())
+      where.fail("a key must be a plain word, got " + kind_of(entry.first));
     const std::string& name = entry.first.Scalar();
     const Where at = where.key(name);
     if (std::find(known.begin(), known.end(), name) == known.end()) {
@@ -167,21 +176,24 @@ void check_keys(const YAML::Node& map, const Where& where, std::span<const std::
     const auto line = static_cast<std::size_t>(entry.first.Mark().line) + 1;
     const auto [first, inserted] = line_of.emplace(name, line);
     if (!inserted) {
-      at.fail("duplicate key (lines " + std::to_string(first->second) + " and " + std::to_string(line) + ")");
+      at.fail("duplicate key (lines " + std::to_string(first->second) + " and " +
+              std::to_string(line) + ")");
     }
   }
 }
 
 // The value of `name` in `map`, or nothing when the key is absent. A key with
 // no value is an error: it is usually a half-finished edit.
-std::optional<YAML::Node> value_of(const YAML::Node& map, std::string_view name, const Where& where) {
+std::optional<YAML::Node> value_of(const YAML::Node& map, std::string_view name,
+                                   const Where& where) {
   const YAML::Node value = map[std::string(name)];
   if (!value.IsDefined()) return std::nullopt;
   if (value.IsNull()) where.fail("has no value (give one, or remove the key to use the default)");
   return value;
 }
 
-std::optional<std::string> read_string(const YAML::Node& map, std::string_view name, const Where& parent) {
+std::optional<std::string> read_string(const YAML::Node& map, std::string_view name,
+                                       const Where& parent) {
   const Where where = parent.key(name);
   const auto value = value_of(map, name, where);
   if (!value) return std::nullopt;
@@ -201,14 +213,17 @@ std::uint64_t to_integer(const YAML::Node& value, const Where& where, Range rang
   const std::string& text = value.Scalar();
   // yaml-cpp tags quoted scalars "!": "10" is a string in YAML, and a typed
   // config should not guess.
-  if (value.Tag() == "!") where.fail(quote(text) + " is quoted, so it is a string, not an integer (remove the quotes)");
+  if (value.Tag() == "!")
+    where.fail(quote(text) + " is quoted, so it is a string, not an integer (remove the quotes)");
   const bool negative = text.starts_with('-');
   const std::string_view digits = std::string_view(text).substr(negative ? 1 : 0);
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     where.fail(quote(text) + " is not an integer");
   }
   if (digits.size() > 1 && digits[0] == '0') {
-    where.fail(quote(text) + " has a leading zero, which YAML 1.1 tools read as octal (write it without)");
+    where.fail(quote(text) +
+               " has a leading zero, which YAML 1.1 tools read as octal (write it without)");
   }
   if (negative) where.fail(text + " is below " + show_number(range.min, range.bytes));
   std::uint64_t number = 0;
@@ -220,8 +235,8 @@ std::uint64_t to_integer(const YAML::Node& value, const Where& where, Range rang
   return number;
 }
 
-std::optional<std::uint64_t> read_integer(const YAML::Node& map, std::string_view name, const Where& parent,
-                                          Range range) {
+std::optional<std::uint64_t> read_integer(const YAML::Node& map, std::string_view name,
+                                          const Where& parent, Range range) {
   const Where where = parent.key(name);
   const auto value = value_of(map, name, where);
   if (!value) return std::nullopt;
@@ -245,11 +260,13 @@ void read_address(NodeConfig& node, const Where& where) {
 // ------------------------------------------------------------------ nodes --
 
 void check_key_path(const std::string& path, const Where& where) {
-  if (path.empty() || path.front() != '/') where.fail(quote(path) + " is not an absolute path (expected /PATH/TO/NODE.key)");
+  if (path.empty() || path.front() != '/')
+    where.fail(quote(path) + " is not an absolute path (expected /PATH/TO/NODE.key)");
 }
 
 NodeConfig read_node(const YAML::Node& entry, const Where& where) {
-  if (!entry.IsMap()) where.fail("expected a map like {name: a, address: tcp://HOST:PORT}, got " + kind_of(entry));
+  if (!entry.IsMap())
+    where.fail("expected a map like {name: a, address: tcp://HOST:PORT}, got " + kind_of(entry));
   check_keys(entry, where, kNodeKeys);
   NodeConfig node;
   node.name = require_string(entry, "name", where, " (every node needs a name)");
@@ -281,7 +298,8 @@ void check_unique(const std::vector<NodeConfig>& nodes, const Where& where) {
       where.index(i).key("name").fail("duplicate name " + quote(node.name) + " (also nodes[" +
                                       std::to_string(other->second) + "])");
     }
-    const std::string endpoint = config::canonical_host(node.host) + "|" + std::to_string(node.port);
+    const std::string endpoint =
+        config::canonical_host(node.host) + "|" + std::to_string(node.port);
     if (const auto [other, inserted] = by_endpoint.emplace(endpoint, i); !inserted) {
       where.index(i).key("address").fail(quote(node.address) + " is the same endpoint as nodes[" +
                                          std::to_string(other->second) + "].address " +
@@ -293,11 +311,16 @@ void check_unique(const std::vector<NodeConfig>& nodes, const Where& where) {
 std::vector<NodeConfig> read_nodes(const YAML::Node& root, const Where& top) {
   const Where where = top.key("nodes");
   const auto list = value_of(root, "nodes", where);
-  if (!list) where.fail("missing (list the ring members in ring order, each {name: NAME, address: tcp://HOST:PORT})");
-  if (!list->IsSequence()) where.fail("expected a list of {name, address} maps, got " + kind_of(*list));
+  if (!list)
+    where.fail(
+        "missing (list the ring members in ring order, each {name: NAME, address: "
+        "tcp://HOST:PORT})");
+  if (!list->IsSequence())
+    where.fail("expected a list of {name, address} maps, got " + kind_of(*list));
   if (list->size() == 0) where.fail("is empty; list at least one node");
   if (list->size() > kMaxNodes)
-    where.fail("lists " + std::to_string(list->size()) + " nodes; a ring has at most " + std::to_string(kMaxNodes));
+    where.fail("lists " + std::to_string(list->size()) + " nodes; a ring has at most " +
+               std::to_string(kMaxNodes));
   std::vector<NodeConfig> nodes;
   for (const auto& entry : *list) nodes.push_back(read_node(entry, where.index(nodes.size())));
   check_unique(nodes, where);
@@ -306,21 +329,23 @@ std::vector<NodeConfig> read_nodes(const YAML::Node& root, const Where& top) {
 
 // Every node must end up with an ipc endpoint, and two daemons on one host
 // cannot share one: the second would fail to bind, or steal the first's socket.
-void check_ipc_endpoints(const std::vector<NodeConfig>& nodes, const std::optional<std::string>& shared,
-                         const Where& top) {
+void check_ipc_endpoints(const std::vector<NodeConfig>& nodes,
+                         const std::optional<std::string>& shared, const Where& top) {
   std::map<std::string, std::size_t, std::less<>> owner;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Where where = top.key("nodes").index(i).key("ipc");
     if (nodes[i].ipc.empty() && !shared) {
-      where.fail("missing, and there is no top-level ipc (set ipc: ipc:///run/zring/zringd.sock, "
-                 "or an ipc for every node)");
+      where.fail(
+          "missing, and there is no top-level ipc (set ipc: ipc:///run/zring/zringd.sock, "
+          "or an ipc for every node)");
     }
     const std::string& endpoint = nodes[i].ipc.empty() ? *shared : nodes[i].ipc;
     const std::string key = config::canonical_host(nodes[i].host) + "|" + endpoint;
     if (const auto [other, inserted] = owner.emplace(key, i); !inserted) {
       where.fail(quote(endpoint) + (nodes[i].ipc.empty() ? " (the top-level ipc)" : "") +
-                 " is also the ipc endpoint of nodes[" + std::to_string(other->second) + "] on host " +
-                 quote(nodes[i].host) + "; daemons on one host need their own nodes[i].ipc");
+                 " is also the ipc endpoint of nodes[" + std::to_string(other->second) +
+                 "] on host " + quote(nodes[i].host) +
+                 "; daemons on one host need their own nodes[i].ipc");
     }
   }
 }
@@ -331,12 +356,13 @@ std::size_t resolve_self(const YAML::Node& root, const std::vector<NodeConfig>& 
   const std::optional<std::string> in_file = read_string(root, "self", top);
   const std::optional<std::string>& self = node_override ? node_override : in_file;
   if (!self) where.fail("missing (set it in the file or pass --node NAME)");
-  const auto found = std::find_if(nodes.begin(), nodes.end(), [&](const NodeConfig& n) { return n.name == *self; });
+  const auto found = std::find_if(nodes.begin(), nodes.end(),
+                                  [&](const NodeConfig& n) { return n.name == *self; });
   if (found == nodes.end()) {
     std::vector<std::string> names;
     for (const NodeConfig& n : nodes) names.push_back(n.name);
-    where.fail(quote(*self) + (node_override ? " (from --node)" : "") + " is not one of the nodes (" + join(names) +
-               ")");
+    where.fail(quote(*self) + (node_override ? " (from --node)" : "") +
+               " is not one of the nodes (" + join(names) + ")");
   }
   return static_cast<std::size_t>(found - nodes.begin());
 }
@@ -344,42 +370,49 @@ std::size_t resolve_self(const YAML::Node& root, const std::vector<NodeConfig>& 
 // ---------------------------------------------------------- scalar settings --
 
 void read_timing(const YAML::Node& root, const Where& top, RingConfig& config) {
-  const std::uint64_t timeout =
-      read_integer(root, "timeout_ms", top, kTimeoutMs).value_or(static_cast<std::uint64_t>(config.timeout.count()));
-  const std::uint64_t heartbeat =
-      read_integer(root, "heartbeat_ms", top, kHeartbeatMs).value_or(std::min<std::uint64_t>(500, timeout / 4));
+  const std::uint64_t timeout = read_integer(root, "timeout_ms", top, kTimeoutMs)
+                                    .value_or(static_cast<std::uint64_t>(config.timeout.count()));
+  const std::uint64_t heartbeat = read_integer(root, "heartbeat_ms", top, kHeartbeatMs)
+                                      .value_or(std::min<std::uint64_t>(500, timeout / 4));
   // Two heartbeats must fit in one timeout, so a silent peer is noticed, and
   // reported, before an op's deadline passes.
   if (2 * heartbeat >= timeout) {
-    top.key("heartbeat_ms").fail(std::to_string(heartbeat) + " must be less than half of timeout_ms (" +
-                                 std::to_string(timeout) + " / 2)");
+    top.key("heartbeat_ms")
+        .fail(std::to_string(heartbeat) + " must be less than half of timeout_ms (" +
+              std::to_string(timeout) + " / 2)");
   }
   config.timeout = std::chrono::milliseconds(timeout);
   config.heartbeat = std::chrono::milliseconds(heartbeat);
 }
 
 void read_sizes(const YAML::Node& root, const Where& top, RingConfig& config) {
-  const std::uint64_t chunk = read_integer(root, "chunk_bytes", top, kChunkBytes).value_or(config.chunk_bytes);
+  const std::uint64_t chunk =
+      read_integer(root, "chunk_bytes", top, kChunkBytes).value_or(config.chunk_bytes);
   if (chunk % sizeof(float) != 0) {
-    top.key("chunk_bytes").fail(std::to_string(chunk) + " is not a multiple of 4 (a chunk holds whole float32 values)");
+    top.key("chunk_bytes")
+        .fail(std::to_string(chunk) +
+              " is not a multiple of 4 (a chunk holds whole float32 values)");
   }
-  const std::uint64_t max_message =
-      read_integer(root, "max_message_bytes", top, kMaxMessageBytes).value_or(config.max_message_bytes);
+  const std::uint64_t max_message = read_integer(root, "max_message_bytes", top, kMaxMessageBytes)
+                                        .value_or(config.max_message_bytes);
   if (max_message < chunk + kHeaderRoom) {
     top.key("max_message_bytes")
-        .fail(std::to_string(max_message) + " is below chunk_bytes + 64 KiB (" + std::to_string(chunk + kHeaderRoom) +
-              "); a ring message is a chunk plus its header");
+        .fail(std::to_string(max_message) + " is below chunk_bytes + 64 KiB (" +
+              std::to_string(chunk + kHeaderRoom) + "); a ring message is a chunk plus its header");
   }
   config.chunk_bytes = chunk;
   config.max_message_bytes = max_message;
-  config.gather_bytes = read_integer(root, "gather_bytes", top, kGatherBytes).value_or(config.gather_bytes);
+  config.gather_bytes =
+      read_integer(root, "gather_bytes", top, kGatherBytes).value_or(config.gather_bytes);
 }
 
 void read_settings(const YAML::Node& root, const Where& top, RingConfig& config) {
-  config.local_ranks = read_integer(root, "local_ranks", top, kLocalRanks).value_or(config.local_ranks);
+  config.local_ranks =
+      read_integer(root, "local_ranks", top, kLocalRanks).value_or(config.local_ranks);
   // A strict majority by default: the two sides of a partition can never both go on.
   const Range min_nodes{1, config.nodes.size()};
-  config.min_nodes = read_integer(root, "min_nodes", top, min_nodes).value_or(config.nodes.size() / 2 + 1);
+  config.min_nodes =
+      read_integer(root, "min_nodes", top, min_nodes).value_or(config.nodes.size() / 2 + 1);
   read_timing(root, top, config);
   read_sizes(root, top, config);
   if (auto level = read_string(root, "log_level", top)) {
@@ -395,10 +428,12 @@ std::optional<MetricsConfig> read_metrics(const YAML::Node& root, const Where& t
   const Where where = top.key("metrics");
   const auto map = value_of(root, "metrics", where);
   if (!map) return std::nullopt;
-  if (!map->IsMap()) where.fail("expected a map like {listen: 127.0.0.1:9464}, got " + kind_of(*map));
+  if (!map->IsMap())
+    where.fail("expected a map like {listen: 127.0.0.1:9464}, got " + kind_of(*map));
   check_keys(*map, where, kMetricsKeys);
   MetricsConfig metrics;
-  metrics.listen = require_string(*map, "listen", where, " (expected HOST:PORT, such as 127.0.0.1:9464)");
+  metrics.listen =
+      require_string(*map, "listen", where, " (expected HOST:PORT, such as 127.0.0.1:9464)");
   config::TcpAddress address = config::parse_listen_address(metrics.listen);
   check(address.problem, where.key("listen"));
   metrics.host = std::move(address.host);
@@ -411,39 +446,49 @@ std::optional<MetricsConfig> read_metrics(const YAML::Node& root, const Where& t
 // CurveZMQ is on when any node has a public key or `curve` is set; then every
 // node needs its own key, and this node its secret key file, which must hold
 // the secret key of its public key.
-std::optional<CurveConfig> read_curve(const YAML::Node& root, const Where& top, const RingConfig& ring,
-                                      SecretKey secret) {
+std::optional<CurveConfig> read_curve(const YAML::Node& root, const Where& top,
+                                      const RingConfig& ring, SecretKey secret) {
   const Where where = top.key("curve");
   const auto map = value_of(root, "curve", where);
   std::optional<std::string> shared_file;
   if (map) {
-    if (!map->IsMap()) where.fail("expected a map like {secret_key_file: /etc/zring/keys/NODE.key}, got " + kind_of(*map));
+    if (!map->IsMap())
+      where.fail("expected a map like {secret_key_file: /etc/zring/keys/NODE.key}, got " +
+                 kind_of(*map));
     check_keys(*map, where, kCurveKeys);
     shared_file = read_string(*map, "secret_key_file", where);
     if (shared_file) check_key_path(*shared_file, where.key("secret_key_file"));
   }
   const auto& nodes = ring.nodes;
-  const auto keyed = std::find_if(nodes.begin(), nodes.end(), [](const NodeConfig& n) { return !n.public_key.empty(); });
-  const auto filed = std::find_if(nodes.begin(), nodes.end(), [](const NodeConfig& n) { return !n.secret_key_file.empty(); });
+  const auto keyed = std::find_if(nodes.begin(), nodes.end(),
+                                  [](const NodeConfig& n) { return !n.public_key.empty(); });
+  const auto filed = std::find_if(nodes.begin(), nodes.end(),
+                                  [](const NodeConfig& n) { return !n.secret_key_file.empty(); });
   if (!map && keyed == nodes.end() && filed == nodes.end()) return std::nullopt;
   std::string why = "curve is set";
-  if (keyed != nodes.end()) why = "nodes[" + std::to_string(keyed - nodes.begin()) + "] has one";
-  else if (filed != nodes.end()) why = "nodes[" + std::to_string(filed - nodes.begin()) + "].secret_key_file is set";
+  if (keyed != nodes.end())
+    why = "nodes[" + std::to_string(keyed - nodes.begin()) + "] has one";
+  else if (filed != nodes.end())
+    why = "nodes[" + std::to_string(filed - nodes.begin()) + "].secret_key_file is set";
   std::map<std::string, std::size_t, std::less<>> owner;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Where at = top.key("nodes").index(i).key("public_key");
     if (nodes[i].public_key.empty())
-      at.fail("missing; " + why + ", so the ring uses CurveZMQ and every node needs its public key "
-              "(zringctl keygen makes a key pair; remove every key and curve to run without CurveZMQ)");
+      at.fail(
+          "missing; " + why +
+          ", so the ring uses CurveZMQ and every node needs its public key "
+          "(zringctl keygen makes a key pair; remove every key and curve to run without CurveZMQ)");
     if (const auto [other, inserted] = owner.emplace(nodes[i].public_key, i); !inserted)
       at.fail("the same key as nodes[" + std::to_string(other->second) +
               "].public_key; every node needs its own key pair (zringctl keygen)");
   }
   const NodeConfig& self = ring.self_node();
-  const Where file_key = self.secret_key_file.empty() ? where.key("secret_key_file")
-                                                      : top.key("nodes").index(ring.self_index).key("secret_key_file");
+  const Where file_key = self.secret_key_file.empty()
+                             ? where.key("secret_key_file")
+                             : top.key("nodes").index(ring.self_index).key("secret_key_file");
   CurveConfig curve;
-  curve.secret_key_file = self.secret_key_file.empty() ? shared_file.value_or("") : self.secret_key_file;
+  curve.secret_key_file =
+      self.secret_key_file.empty() ? shared_file.value_or("") : self.secret_key_file;
   if (curve.secret_key_file.empty())
     file_key.fail("missing; the ring uses CurveZMQ, so node " + quote(self.name) +
                   " needs its secret key file (set curve.secret_key_file, or nodes[" +
@@ -453,9 +498,10 @@ std::optional<CurveConfig> read_curve(const YAML::Node& root, const Where& top, 
   check(file.problem, file_key);
   const std::string public_key = config::public_key_of(file.secret_key);
   if (public_key != self.public_key)
-    file_key.fail(quote(curve.secret_key_file) + " holds the secret key of public key " + quote(public_key) +
-                  ", not of node " + quote(self.name) + "'s public_key " + quote(self.public_key) +
-                  " (nodes[" + std::to_string(ring.self_index) + "]): a key file of another node?");
+    file_key.fail(quote(curve.secret_key_file) + " holds the secret key of public key " +
+                  quote(public_key) + ", not of node " + quote(self.name) + "'s public_key " +
+                  quote(self.public_key) + " (nodes[" + std::to_string(ring.self_index) +
+                  "]): a key file of another node?");
   curve.secret_key = file.secret_key;
   return curve;
 }
@@ -478,7 +524,9 @@ std::string tab_hint(std::string_view text, const YAML::Mark& mark) {
   if (start == std::string_view::npos) return "";
   const std::string_view line = text.substr(start);
   const std::string_view indent = line.substr(0, line.find_first_not_of(" \t"));
-  return indent.find('\t') == std::string_view::npos ? "" : " (this line is indented with a tab; YAML needs spaces)";
+  return indent.find('\t') == std::string_view::npos
+             ? ""
+             : " (this line is indented with a tab; YAML needs spaces)";
 }
 
 // Counts the documents of a YAML stream, stopping at the second, and notes
@@ -495,14 +543,17 @@ class DocumentCounter final : public YAML::EventHandler {
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node_at(mark); }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node_at(mark); }
-  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override {
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
     node_at(mark);
   }
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
     node_at(mark);
   }
   void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
     node_at(mark);
   }
   void OnMapEnd() override {}
@@ -533,14 +584,17 @@ YAML::Node load_document(std::string_view text, const Where& top) {
     document = YAML::Load(copy);
   } catch (const YAML::Exception& e) {
     const std::string at = e.mark.is_null() ? "" : position(e.mark) + ": ";
-    throw Error(ErrorCode::config_invalid, std::string(top.source) + ": " + at + e.msg + tab_hint(text, e.mark));
+    throw Error(ErrorCode::config_invalid,
+                std::string(top.source) + ": " + at + e.msg + tab_hint(text, e.mark));
   }
   if (document.IsNull()) {
-    top.fail("the configuration is empty; it needs at least nodes and ipc (see configs/ for examples)");
+    top.fail(
+        "the configuration is empty; it needs at least nodes and ipc (see configs/ for examples)");
   }
   if (counter.documents() > 1) {
-    throw Error(ErrorCode::config_invalid, std::string(top.source) + ": " + position(counter.second()) +
-                                               ": a second YAML document; a ring configuration is one document");
+    throw Error(ErrorCode::config_invalid,
+                std::string(top.source) + ": " + position(counter.second()) +
+                    ": a second YAML document; a ring configuration is one document");
   }
   if (!document.IsMap()) {
     top.fail("expected a map of keys (" + join(kTopKeys) + "), got " + kind_of(document));
@@ -548,8 +602,8 @@ YAML::Node load_document(std::string_view text, const Where& top) {
   return document;
 }
 
-RingConfig build_config(const YAML::Node& root, const Where& top, const std::optional<std::string>& node,
-                        SecretKey secret) {
+RingConfig build_config(const YAML::Node& root, const Where& top,
+                        const std::optional<std::string>& node, SecretKey secret) {
   check_keys(root, top, kTopKeys);
   RingConfig ring;
   ring.source = std::string(top.source);
@@ -601,15 +655,17 @@ std::string read_text_file(const std::string& path) {
     if (got == 0) return text;
     text.append(buffer.data(), static_cast<std::size_t>(got));
     if (text.size() > kMaxFileBytes) {
-      fail_file(path, "is larger than 1 MiB; a ring configuration is a few kilobytes (is this the right file?)");
+      fail_file(path,
+                "is larger than 1 MiB; a ring configuration is a few kilobytes (is this the right "
+                "file?)");
     }
   }
 }
 
 }  // namespace
 
-RingConfig parse_config(std::string_view yaml_text, std::string_view source, const std::optional<std::string>& node,
-                        SecretKey secret) {
+RingConfig parse_config(std::string_view yaml_text, std::string_view source,
+                        const std::optional<std::string>& node, SecretKey secret) {
   const std::string name = source.empty() ? std::string("<config>") : std::string(source);
   const Where top{name, ""};
   try {
@@ -621,7 +677,8 @@ RingConfig parse_config(std::string_view yaml_text, std::string_view source, con
   }
 }
 
-RingConfig load_config(const std::string& path, const std::optional<std::string>& node, SecretKey secret) {
+RingConfig load_config(const std::string& path, const std::optional<std::string>& node,
+                       SecretKey secret) {
   return parse_config(read_text_file(path), path, node, secret);
 }
 

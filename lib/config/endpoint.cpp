@@ -52,10 +52,14 @@ Problem check_host(std::string_view host, bool bracketed, const std::string& sho
     return shown + " is a wildcard address; a node must name the address its peers reach it at";
   }
   if (bracketed) {
-    return canonical_ip(AF_INET6, host).empty() ? shown + " has an invalid IPv6 address " + quote(host) : "";
+    return canonical_ip(AF_INET6, host).empty()
+               ? shown + " has an invalid IPv6 address " + quote(host)
+               : "";
   }
   if (host.find_first_not_of("0123456789.") == std::string_view::npos) {
-    return canonical_ip(AF_INET, host).empty() ? shown + " has an invalid IPv4 address " + quote(host) : "";
+    return canonical_ip(AF_INET, host).empty()
+               ? shown + " has an invalid IPv4 address " + quote(host)
+               : "";
   }
   if (!is_host_name(host)) {
     return shown + " has an invalid host name " + quote(host) +
@@ -93,18 +97,21 @@ struct HostPort {
   Problem problem;
 };
 
-HostPort split_host_port(std::string_view rest, const std::string& shown, std::string_view scheme = "tcp://") {
+HostPort split_host_port(std::string_view rest, const std::string& shown,
+                         std::string_view scheme = "tcp://") {
   HostPort out;
   out.bracketed = rest.starts_with('[');
   if (out.bracketed) {
     const std::size_t close = rest.find(']');
     if (close == std::string_view::npos) {
-      out.problem = shown + " opens '[' without a closing ']' (expected " + std::string(scheme) + "[IPv6]:PORT)";
+      out.problem = shown + " opens '[' without a closing ']' (expected " + std::string(scheme) +
+                    "[IPv6]:PORT)";
       return out;
     }
     out.host = rest.substr(1, close - 1);
     const std::string_view after = rest.substr(close + 1);
-    if (!after.empty() && after[0] != ':') out.problem = shown + " has " + quote(after) + " after ']' where :PORT belongs";
+    if (!after.empty() && after[0] != ':')
+      out.problem = shown + " has " + quote(after) + " after ']' where :PORT belongs";
     out.port = after.substr(after.empty() ? 0 : 1);
     return out;
   }
@@ -116,8 +123,8 @@ HostPort split_host_port(std::string_view rest, const std::string& shown, std::s
   out.host = rest.substr(0, colon);
   out.port = rest.substr(colon + 1);
   if (out.host.find(':') != std::string_view::npos) {
-    out.problem = shown + " has an IPv6 address without brackets (write " + std::string(scheme) + "[" +
-                  std::string(out.host) + "]:PORT)";
+    out.problem = shown + " has an IPv6 address without brackets (write " + std::string(scheme) +
+                  "[" + std::string(out.host) + "]:PORT)";
   }
   return out;
 }
@@ -158,9 +165,11 @@ TcpAddress parse_listen_address(std::string_view address) {
   if (!parts.problem.empty()) return fail(parts.problem);
   if (parts.host.empty()) return fail(shown + " has no host" + std::string(expect));
   if (parts.bracketed) {
-    if (canonical_ip(AF_INET6, parts.host).empty()) return fail(shown + " has an invalid IPv6 address " + quote(parts.host));
+    if (canonical_ip(AF_INET6, parts.host).empty())
+      return fail(shown + " has an invalid IPv6 address " + quote(parts.host));
   } else if (parts.host.find_first_not_of("0123456789.") == std::string_view::npos) {
-    if (canonical_ip(AF_INET, parts.host).empty()) return fail(shown + " has an invalid IPv4 address " + quote(parts.host));
+    if (canonical_ip(AF_INET, parts.host).empty())
+      return fail(shown + " has an invalid IPv4 address " + quote(parts.host));
   } else if (!is_host_name(parts.host)) {
     return fail(shown + " has an invalid host name " + quote(parts.host) +
                 " (letters, digits, '-', '_' and '.'; labels of 1..63 characters)");
@@ -177,7 +186,9 @@ Problem check_node_name(std::string_view name) {
     return quote(name) + " is " + std::to_string(name.size()) + " characters, more than " +
            std::to_string(kMaxNameLength);
   }
-  const auto allowed = [](unsigned char c) { return std::isalnum(c) != 0 || c == '_' || c == '.' || c == '-'; };
+  const auto allowed = [](unsigned char c) {
+    return std::isalnum(c) != 0 || c == '_' || c == '.' || c == '-';
+  };
   const auto bad = std::find_if_not(name.begin(), name.end(), allowed);
   if (bad == name.end()) return "";
   return quote(name) + " contains a character other than A-Z a-z 0-9 _ . - (at position " +
@@ -187,16 +198,19 @@ Problem check_node_name(std::string_view name) {
 Problem check_ipc_endpoint(std::string_view endpoint) {
   constexpr std::string_view scheme = "ipc://";
   const std::string shown = quote(endpoint);
-  if (!endpoint.starts_with(scheme)) return shown + " does not start with ipc://" + std::string(kExpectIpc);
+  if (!endpoint.starts_with(scheme))
+    return shown + " does not start with ipc://" + std::string(kExpectIpc);
   const std::string_view path = endpoint.substr(scheme.size());
   if (path.empty()) return shown + " has an empty path" + std::string(kExpectIpc);
-  if (path[0] != '/') return shown + " has a relative path; it must be absolute" + std::string(kExpectIpc);
+  if (path[0] != '/')
+    return shown + " has a relative path; it must be absolute" + std::string(kExpectIpc);
   if (path.find('\0') != std::string_view::npos) return shown + " has a NUL byte in its path";
   if (path.back() == '/') return shown + " ends in '/'; name the socket file, not its directory";
   if (path.size() >= kIpcPathLimit) {
-    return shown + " has a path of " + std::to_string(path.size()) + " bytes; it must be shorter than " +
-           std::to_string(kIpcPathLimit) +
-           " bytes, because a Unix socket path must fit in sun_path (108 bytes on Linux, 104 on BSD)";
+    return shown + " has a path of " + std::to_string(path.size()) +
+           " bytes; it must be shorter than " + std::to_string(kIpcPathLimit) +
+           " bytes, because a Unix socket path must fit in sun_path (108 bytes on Linux, 104 on "
+           "BSD)";
   }
   return "";
 }
@@ -220,7 +234,8 @@ std::string canonical_host(std::string_view host) {
     if (std::string ip = canonical_ip(family, host); !ip.empty()) return ip;
   }
   std::string lower(host);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return lower;
 }
 

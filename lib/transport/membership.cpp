@@ -18,18 +18,28 @@ std::string ms_text(Clock::duration d) {
 
 const char* peer_state_name(PeerState state) noexcept {
   switch (state) {
-    case PeerState::self: return "self";
-    case PeerState::member: return "up";
-    case PeerState::live: return "live";
-    case PeerState::silent: return "down";
-    case PeerState::unknown: return "unknown";
+    case PeerState::self:
+      return "self";
+    case PeerState::member:
+      return "up";
+    case PeerState::live:
+      return "live";
+    case PeerState::silent:
+      return "down";
+    case PeerState::unknown:
+      return "unknown";
   }
   return "unknown";
 }
 
 Membership::Membership(MembershipOptions options, std::uint64_t seed, Deadline now)
-    : options_(std::move(options)), random_(seed), started_(now), peers_(options_.names.size()),
-      passed_over_until_(options_.names.size(), now), next_heartbeat_(now), next_form_(now) {
+    : options_(std::move(options)),
+      random_(seed),
+      started_(now),
+      peers_(options_.names.size()),
+      passed_over_until_(options_.names.size(), now),
+      next_heartbeat_(now),
+      next_form_(now) {
   if (listed() == 1) try_form(now);
 }
 
@@ -107,7 +117,8 @@ collective::Deadline Membership::next_timer() const noexcept {
   Deadline next = next_heartbeat_;
   if (!up_) return std::min(next, next_form_);
   for (const std::uint32_t m : members_)
-    if (m != options_.self) next = std::min(next, peers_[m].heard.value_or(started_) + options_.timeout);
+    if (m != options_.self)
+      next = std::min(next, peers_[m].heard.value_or(started_) + options_.timeout);
   return next;
 }
 
@@ -120,12 +131,21 @@ void Membership::heard(std::size_t from, const RingHeader& header, Deadline now)
   if (generation_ != 0 && header.generation == generation_ && header.kind != RingKind::form)
     p.confirmed = true;
   switch (header.kind) {
-    case RingKind::heartbeat: on_heartbeat(from, header, now); return;
-    case RingKind::form: on_form(from, header, now); return;
-    case RingKind::up: on_up(from, header); return;
-    case RingKind::reform: on_reform(from, header, now); return;
+    case RingKind::heartbeat:
+      on_heartbeat(from, header, now);
+      return;
+    case RingKind::form:
+      on_form(from, header, now);
+      return;
+    case RingKind::up:
+      on_up(from, header);
+      return;
+    case RingKind::reform:
+      on_reform(from, header, now);
+      return;
     case RingKind::data:
-    case RingKind::abort: return;
+    case RingKind::abort:
+      return;
   }
 }
 
@@ -153,7 +173,8 @@ void Membership::on_form(std::size_t from, const RingHeader& header, Deadline no
   // What the origin proposes tells which nodes it goes on without.
   if (header.origin < listed() && !ring.empty()) peers_[header.origin].reported = ring;
   const bool mine = std::find(ring.begin(), ring.end(), options_.self) != ring.end();
-  const bool listed_only = std::all_of(ring.begin(), ring.end(), [&](std::uint32_t n) { return n < listed(); });
+  const bool listed_only =
+      std::all_of(ring.begin(), ring.end(), [&](std::uint32_t n) { return n < listed(); });
   if (!mine || !listed_only || ring.size() < options_.min_nodes || ring.front() != header.origin ||
       from != prev_in(ring, options_.self) || header.origin != coordinator(now))
     return;  // not a ring this node can be in now; the coordinator tries again
@@ -179,7 +200,8 @@ void Membership::on_up(std::size_t from, const RingHeader& header) {
 // a new generation. Requests from other generations are stale: their
 // senders adopt the current one when its FORM reaches them.
 void Membership::on_reform(std::size_t from, const RingHeader& header, Deadline now) {
-  if (!up_ || coordinator(now) != options_.self || !is_member(from) || header.generation != generation_)
+  if (!up_ || coordinator(now) != options_.self || !is_member(from) ||
+      header.generation != generation_)
     return;
   go_down("node '" + options_.names[from] + "' asked for a new ring: " + header.text, now);
 }
@@ -255,17 +277,19 @@ void Membership::try_form(Deadline now) {
   }
   std::vector<std::uint32_t> ring, waiting;
   for (std::size_t n = 0; n < listed(); ++n) {
-    if (live(n, now) && passed_over_until_[n] <= now) ring.push_back(static_cast<std::uint32_t>(n));
-    else if (!live(n, now) && !silent(n, now)) waiting.push_back(static_cast<std::uint32_t>(n));
+    if (live(n, now) && passed_over_until_[n] <= now)
+      ring.push_back(static_cast<std::uint32_t>(n));
+    else if (!live(n, now) && !silent(n, now))
+      waiting.push_back(static_cast<std::uint32_t>(n));
   }
   if (waiting.empty() && ring.size() < options_.min_nodes) {
     std::vector<std::uint32_t> silent_ones;
     for (std::size_t n = 0; n < listed(); ++n)
       if (!live(n, now)) silent_ones.push_back(static_cast<std::uint32_t>(n));
-    down_reason_ = "no quorum: " + std::to_string(ring.size()) + " of the " + std::to_string(listed()) +
-                   " listed nodes are reachable (" + names_of(ring) + "; not heard for " +
-                   ms_text(options_.timeout) + ": " + names_of(silent_ones) + "), and min_nodes is " +
-                   std::to_string(options_.min_nodes);
+    down_reason_ = "no quorum: " + std::to_string(ring.size()) + " of the " +
+                   std::to_string(listed()) + " listed nodes are reachable (" + names_of(ring) +
+                   "; not heard for " + ms_text(options_.timeout) + ": " + names_of(silent_ones) +
+                   "), and min_nodes is " + std::to_string(options_.min_nodes);
     return;
   }
   const std::size_t c = coordinator(now);
@@ -284,7 +308,8 @@ void Membership::try_form(Deadline now) {
   propose(ring, down_reason_, now);
 }
 
-void Membership::propose(const std::vector<std::uint32_t>& ring, const std::string& why, Deadline now) {
+void Membership::propose(const std::vector<std::uint32_t>& ring, const std::string& why,
+                         Deadline now) {
   if (forming_ == 0) forming_since_ = now;
   forming_ = random_() | 1;  // never 0: 0 means "no generation"
   proposed_ = ring;
@@ -301,13 +326,16 @@ void Membership::propose(const std::vector<std::uint32_t>& ring, const std::stri
   send(next_in(ring, options_.self), std::move(form));
 }
 
-void Membership::adopt(std::uint64_t generation, std::vector<std::uint32_t> ring, const std::string& why) {
+void Membership::adopt(std::uint64_t generation, std::vector<std::uint32_t> ring,
+                       const std::string& why) {
   const std::string cause = why.empty() ? std::string("a node restarted or failed") : why;
   const std::string change =
       ring == last_up_ ? std::string() : " (" + names_of(last_up_) + " -> " + names_of(ring) + ")";
-  if (!break_) break_ = Status{ErrorCode::aborted, "the ring re-formed during the op" + change + ": " + cause};
+  if (!break_)
+    break_ = Status{ErrorCode::aborted, "the ring re-formed during the op" + change + ": " + cause};
   if (!change.empty() && !ring.empty())
-    last_change_ = last_up_.empty() ? "formed " + names_of(ring) : names_of(last_up_) + " -> " + names_of(ring) + ": " + cause;
+    last_change_ = last_up_.empty() ? "formed " + names_of(ring)
+                                    : names_of(last_up_) + " -> " + names_of(ring) + ": " + cause;
   generation_ = generation;
   members_ = std::move(ring);
   forming_ = 0;  // a coordinator that adopts another's generation stops forming its own

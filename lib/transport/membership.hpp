@@ -42,7 +42,7 @@ struct MembershipOptions {
   std::vector<std::string> labels;  // per listed node, for messages: "node 'b' (tcp://...)"
   std::vector<std::string> names;   // per listed node: its name
   std::size_t self = 0;
-  std::size_t min_nodes = 1;        // a quorum: 1..listed
+  std::size_t min_nodes = 1;  // a quorum: 1..listed
   collective::Clock::duration timeout = std::chrono::seconds(10);
   collective::Clock::duration heartbeat = std::chrono::milliseconds(500);
 };
@@ -115,9 +115,9 @@ class Membership {
 
  private:
   struct Peer {
-    std::optional<Deadline> heard;  // last message
-    bool confirmed = false;         // said this generation since this node adopted it
-    bool left = false;              // then said another one
+    std::optional<Deadline> heard;        // last message
+    bool confirmed = false;               // said this generation since this node adopted it
+    bool left = false;                    // then said another one
     std::vector<std::uint32_t> reported;  // the ring its last heartbeat said it is up in
   };
 
@@ -147,14 +147,15 @@ class Membership {
   bool adopted_ = false;
   bool in_op_ = false;
 
-  std::uint64_t generation_ = 0;   // adopted; 0: none yet
+  std::uint64_t generation_ = 0;  // adopted; 0: none yet
   std::vector<std::uint32_t> members_;
   std::vector<std::uint32_t> last_up_;  // the members of the last ring this node was up in
   bool up_ = false;
-  std::uint64_t forming_ = 0;      // coordinator: the generation it proposed
+  std::uint64_t forming_ = 0;  // coordinator: the generation it proposed
   std::vector<std::uint32_t> proposed_;
-  Deadline forming_since_;         // when its proposals began
-  std::vector<Deadline> passed_over_until_;  // per node: not taken in before (it did not pass a FORM on)
+  Deadline forming_since_;  // when its proposals began
+  std::vector<Deadline>
+      passed_over_until_;  // per node: not taken in before (it did not pass a FORM on)
   std::string down_reason_ = "the ring has not formed yet";
   std::string last_change_;
   Deadline next_heartbeat_;

@@ -3,7 +3,6 @@
 // the ring sockets that count refused handshakes and closed connections and
 // notice when the successor refuses this node.
 #include <cstring>
-
 #include <zring/error.hpp>
 
 #include "config/keys.hpp"
@@ -16,8 +15,9 @@ using collective::Clock;
 
 // The ZAP endpoint libzmq asks (RFC 27); one handler per ZeroMQ context.
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
-constexpr int kHandshakeFailed =
-    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+constexpr int kHandshakeFailed = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
 constexpr int kMonitorEvents = kHandshakeFailed | ZMQ_EVENT_DISCONNECTED;
 
 // How long after a failed handshake with the successor this node connects
@@ -55,7 +55,8 @@ void ZmqRing::watch_sockets(zmq::context_t& context) {
   const std::string monitor_endpoint =
       "inproc://zring-ring-monitor-" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
   if (zmq_socket_monitor(in_.handle(), monitor_endpoint.c_str(), kMonitorEvents) != 0)
-    throw Error(ErrorCode::internal, std::string("cannot monitor the ring socket: ") + zmq_strerror(zmq_errno()));
+    throw Error(ErrorCode::internal,
+                std::string("cannot monitor the ring socket: ") + zmq_strerror(zmq_errno()));
   monitor_.set(zmq::sockopt::linger, 0);
   monitor_.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
   monitor_.connect(monitor_endpoint);
@@ -65,7 +66,8 @@ void ZmqRing::watch_sockets(zmq::context_t& context) {
     const std::string out_endpoint = monitor_endpoint + "-out-" + std::to_string(n);
     if (zmq_socket_monitor(peer.out.handle(), out_endpoint.c_str(),
                            kHandshakeFailed | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
-      throw Error(ErrorCode::internal, std::string("cannot monitor the ring socket: ") + zmq_strerror(zmq_errno()));
+      throw Error(ErrorCode::internal,
+                  std::string("cannot monitor the ring socket: ") + zmq_strerror(zmq_errno()));
     peer.monitor = zmq::socket_t(context, zmq::socket_type::pair);
     peer.monitor.set(zmq::sockopt::linger, 0);
     peer.monitor.set(zmq::sockopt::maxmsgsize, std::int64_t{64 * 1024});
@@ -87,7 +89,8 @@ void ZmqRing::setup_curve(zmq::context_t& context) {
   if (keys.public_keys.size() != listed())
     throw Error(ErrorCode::internal, "CurveZMQ: " + std::to_string(keys.public_keys.size()) +
                                          " public keys for " + std::to_string(listed()) + " nodes");
-  for (const std::string& key : keys.public_keys) member_keys_.push_back(config::decode_z85_key(key));
+  for (const std::string& key : keys.public_keys)
+    member_keys_.push_back(config::decode_z85_key(key));
   const config::CurveKey secret = config::decode_z85_key(keys.secret_key);
   zap_ = zmq::socket_t(context, zmq::socket_type::rep);
   zap_.set(zmq::sockopt::linger, 0);
@@ -95,9 +98,9 @@ void ZmqRing::setup_curve(zmq::context_t& context) {
   try {
     zap_.bind(kZapEndpoint);
   } catch (const zmq::error_t& e) {
-    throw Error(ErrorCode::internal, std::string("cannot start the ring's CurveZMQ ZAP handler on ") +
-                                         kZapEndpoint + ": " + e.what() +
-                                         " (another one in this ZeroMQ context?)");
+    throw Error(ErrorCode::internal,
+                std::string("cannot start the ring's CurveZMQ ZAP handler on ") + kZapEndpoint +
+                    ": " + e.what() + " (another one in this ZeroMQ context?)");
   }
   in_.set(zmq::sockopt::curve_server, 1);
   in_.set(zmq::sockopt::zap_domain, "zring");
@@ -137,7 +140,8 @@ void ZmqRing::answer_zap() {
         text = "OK";
         user = options_.names[static_cast<std::size_t>(member - member_keys_.begin())];
       }
-      who = "a CurveZMQ client at " + frame_text(request[3]) + " with key " + config::encode_z85_key(key);
+      who = "a CurveZMQ client at " + frame_text(request[3]) + " with key " +
+            config::encode_z85_key(key);
     } else if (request.size() >= 6) {
       who = "a " + frame_text(request[5]) + " client at " + frame_text(request[3]);
     }
@@ -166,9 +170,11 @@ void ZmqRing::read_monitor() {
     } else if (*id & kHandshakeFailed) {
       ++counters_.handshakes_failed;
       counters_.last_handshake_failure =
-          *id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "a client refused by the ZAP handler (its key is not the ring's)"
+          *id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+              ? "a client refused by the ZAP handler (its key is not the ring's)"
           : *id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-              ? "a client that broke the handshake (no CurveZMQ keys, the wrong server key, or another protocol)"
+              ? "a client that broke the handshake (no CurveZMQ keys, the wrong server key, or "
+                "another protocol)"
               : "a client that went away or failed during the handshake";
     }
   }
@@ -187,14 +193,16 @@ void ZmqRing::read_out_monitor(std::size_t n) {
     }
     if (!peer.reconnect_at) peer.reconnect_at = Clock::now() + kReconnectAfter;
     if (*id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-      peer.problem = label(n) +
-                     " refuses this node's CurveZMQ key (does its ring file have this node's current "
-                     "public_key?)";
+      peer.problem =
+          label(n) +
+          " refuses this node's CurveZMQ key (does its ring file have this node's current "
+          "public_key?)";
     } else if (*id & kHandshakeFailed) {
-      peer.problem = "the handshake with " + label(n) + " fails" +
-                     (options_.curve ? " (is its public_key in this node's ring file the right one, and does "
-                                       "it use CurveZMQ too?)"
-                                     : " (does it use CurveZMQ while this node does not?)");
+      peer.problem =
+          "the handshake with " + label(n) + " fails" +
+          (options_.curve ? " (is its public_key in this node's ring file the right one, and does "
+                            "it use CurveZMQ too?)"
+                          : " (does it use CurveZMQ while this node does not?)");
     }
   }
 }

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-
 #include <zring/error.hpp>
 
 #include "transport/staging_board.hpp"
@@ -46,7 +45,8 @@ std::shared_ptr<SharedRegion> SharedRegion::create(const std::string& path, std:
   // Its pages are taken now: on a tmpfs that is full (or too small) the
   // buffer is refused here, where the error can say so, instead of killing
   // the first process that writes into a page with no room behind it.
-  int error = ::fchmod(fd, 0660) != 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(mapped(size)));
+  int error =
+      ::fchmod(fd, 0660) != 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(mapped(size)));
   if (error == EOPNOTSUPP || error == EINVAL)  // a file system without fallocate
     error = ::ftruncate(fd, static_cast<off_t>(mapped(size))) != 0 ? errno : 0;
   if (error != 0) {

@@ -6,7 +6,6 @@
 
 #include <ctime>
 #include <thread>
-
 #include <zring/error.hpp>
 
 #include "transport/shared_region.hpp"
@@ -58,7 +57,10 @@ RegionStaging::RegionStaging(std::vector<std::shared_ptr<SharedRegion>> regions,
                              std::vector<std::string> who, collective::StagingOrder order,
                              std::chrono::milliseconds timeout, std::size_t ring_nodes,
                              std::size_t ring_node)
-    : regions_(std::move(regions)), who_(std::move(who)), order_(order), timeout_(timeout),
+    : regions_(std::move(regions)),
+      who_(std::move(who)),
+      order_(order),
+      timeout_(timeout),
       streams_(ring_nodes == order.segments() && ring_node == order.node()),
       published_(order.segments(), 0) {}
 
@@ -94,13 +96,14 @@ void RegionStaging::wait_for(std::size_t l, std::uint64_t position) {
       last = now_at;
       deadline = Clock::now() + timeout_;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
     if (left.count() <= 0)
-      throw Error(ErrorCode::timeout,
-                  who_[l] + " stopped handing over its values for " +
-                      std::to_string(timeout_.count()) + " ms (" + std::to_string(now_at) + " of " +
-                      std::to_string(order_.elements()) +
-                      " in place); the process may have died or been stopped");
+      throw Error(ErrorCode::timeout, who_[l] + " stopped handing over its values for " +
+                                          std::to_string(timeout_.count()) + " ms (" +
+                                          std::to_string(now_at) + " of " +
+                                          std::to_string(order_.elements()) +
+                                          " in place); the process may have died or been stopped");
     StagingBoard::sleep_while(board.staged_seq, seen,
                               std::min(left, std::chrono::microseconds(100000)));
   }

@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
-
 #include <zmq.hpp>
 
 namespace zring::transport {
@@ -31,7 +30,8 @@ decltype(auto) retry_interrupted(Call&& call) {
 }
 
 // zmq::poll that goes on sleeping until something is ready or the time is up.
-inline int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseconds timeout) {
+inline int poll_items(zmq::pollitem_t* items, std::size_t count,
+                      std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
   const auto until = Clock::now() + timeout;
   for (;;) {

@@ -1,7 +1,6 @@
 #include "transport/zmq_ring.hpp"
 
 #include <algorithm>
-
 #include <zring/error.hpp>
 
 #include "transport/zmq_calls.hpp"
@@ -26,9 +25,9 @@ std::string ms_text(Clock::duration d) {
 zmq::message_t share(const collective::Bytes& bytes) {
   if (bytes.size() == 0) return zmq::message_t();
   auto* keep = new std::shared_ptr<const void>(bytes.owner());
-  return zmq::message_t(const_cast<std::uint8_t*>(bytes.data()), bytes.size(),
-                        [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); },
-                        keep);
+  return zmq::message_t(
+      const_cast<std::uint8_t*>(bytes.data()), bytes.size(),
+      [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, keep);
 }
 
 }  // namespace
@@ -40,15 +39,18 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
             MembershipOptions m;
             m.names = options_.names;
             for (std::size_t n = 0; n < options_.names.size(); ++n)
-              m.labels.push_back("node '" + options_.names[n] + "' (" + options_.addresses.at(n) + ")");
+              m.labels.push_back("node '" + options_.names[n] + "' (" + options_.addresses.at(n) +
+                                 ")");
             m.self = options_.self;
-            m.min_nodes = options_.min_nodes != 0 ? options_.min_nodes : options_.names.size() / 2 + 1;
+            m.min_nodes =
+                options_.min_nodes != 0 ? options_.min_nodes : options_.names.size() / 2 + 1;
             m.timeout = options_.timeout;
             m.heartbeat = options_.heartbeat;
             return m;
           }(),
           std::random_device{}(), Clock::now()),
-      in_(context, zmq::socket_type::pull), monitor_(context, zmq::socket_type::pair),
+      in_(context, zmq::socket_type::pull),
+      monitor_(context, zmq::socket_type::pair),
       peers_(options_.names.size()) {
   const auto max_message = static_cast<std::int64_t>(options_.max_message_bytes);
   in_.set(zmq::sockopt::linger, 0);
@@ -70,8 +72,9 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
   try {
     in_.bind(address);
   } catch (const zmq::error_t& e) {
-    throw Error(ErrorCode::connection_failed, "cannot bind the ring socket of " + label(options_.self) +
-                                                  ": " + e.what() + " (is another zringd using the port?)");
+    throw Error(ErrorCode::connection_failed, "cannot bind the ring socket of " +
+                                                  label(options_.self) + ": " + e.what() +
+                                                  " (is another zringd using the port?)");
   }
   for (std::size_t n = 0; n < listed(); ++n)
     if (n != options_.self) peers_[n].out.connect(options_.addresses.at(n));
@@ -129,11 +132,13 @@ void ZmqRing::send(const collective::ChunkTag& tag, collective::Bytes payload) {
 // Control messages wait behind data (FORM and UP must not overtake it), but
 // a peer that is away gets at most a few of them: heartbeats only when
 // nothing else waits (anything it receives proves this node alive).
-void ZmqRing::enqueue(std::size_t peer, const RingHeader& header, std::optional<zmq::message_t> payload) {
+void ZmqRing::enqueue(std::size_t peer, const RingHeader& header,
+                      std::optional<zmq::message_t> payload) {
   if (peer >= listed() || peer == options_.self) return;
   std::deque<Outgoing>& outbox = peers_[peer].outbox;
-  if (!payload && (header.kind == RingKind::heartbeat ? !outbox.empty() : outbox.size() >= 64 &&
-                                                                             !outbox.back().has_payload))
+  if (!payload &&
+      (header.kind == RingKind::heartbeat ? !outbox.empty()
+                                          : outbox.size() >= 64 && !outbox.back().has_payload))
     return;
   const std::vector<std::uint8_t> bytes = wire::encode_ring_header(header);
   Outgoing out;
@@ -164,10 +169,11 @@ void ZmqRing::flush(std::size_t peer) {
 collective::Message ZmqRing::recv(Deadline deadline) {
   if (std::optional<collective::Message> msg = recv_until(deadline)) return std::move(*msg);
   std::string text = "op " + std::to_string(op_.value_or(0)) + ": timed out after " +
-                     ms_text(options_.timeout) + " waiting for " + describe((node() + nodes() - 1) % nodes());
+                     ms_text(options_.timeout) + " waiting for " +
+                     describe((node() + nodes() - 1) % nodes());
   if (counters_.dropped != 0)
-    text += " (" + std::to_string(counters_.dropped) + " messages dropped, last: " +
-            counters_.last_drop + ")";
+    text += " (" + std::to_string(counters_.dropped) +
+            " messages dropped, last: " + counters_.last_drop + ")";
   throw Error(ErrorCode::timeout, text);
 }
 
@@ -215,7 +221,8 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
   const std::size_t peers_at = items.size();
   for (std::size_t n = 0; n < listed(); ++n) {
     if (n == options_.self) continue;
-    items.push_back({peers_[n].out.handle(), 0, static_cast<short>(peers_[n].outbox.empty() ? 0 : ZMQ_POLLOUT), 0});
+    items.push_back({peers_[n].out.handle(), 0,
+                     static_cast<short>(peers_[n].outbox.empty() ? 0 : ZMQ_POLLOUT), 0});
     items.push_back({peers_[n].monitor.handle(), 0, ZMQ_POLLIN, 0});
   }
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait);
@@ -277,14 +284,16 @@ std::optional<collective::Message> ZmqRing::receive_one(bool* read) {
   std::optional<std::size_t> authenticated;
   if (options_.curve) {
     const char* user = zmq_msg_gets(header.handle(), "User-Id");
-    const auto member = user ? std::find(options_.names.begin(), options_.names.end(), user) : options_.names.end();
+    const auto member =
+        user ? std::find(options_.names.begin(), options_.names.end(), user) : options_.names.end();
     if (member == options_.names.end()) {
       drop("a message without a ring member's CurveZMQ identity", false);
       return std::nullopt;
     }
     authenticated = static_cast<std::size_t>(member - options_.names.begin());
   }
-  std::optional<collective::Message> got = dispatch(std::move(decoded), std::move(payload), authenticated);
+  std::optional<collective::Message> got =
+      dispatch(std::move(decoded), std::move(payload), authenticated);
   apply_membership();
   return got;
 }
@@ -294,12 +303,14 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
                                                      std::optional<std::size_t> authenticated) {
   if (authenticated && header.sender != *authenticated) {
     drop("a message signed by " + label(*authenticated) + "'s key claiming to come from node #" +
-             std::to_string(header.sender), false);
+             std::to_string(header.sender),
+         false);
     return std::nullopt;
   }
   if (header.sender >= listed() || header.sender == options_.self) {
     drop("a message claiming to come from node #" + std::to_string(header.sender) +
-             ", which is not another node of the ring file", false);
+             ", which is not another node of the ring file",
+         false);
     return std::nullopt;
   }
   if (header.kind != RingKind::data) {
@@ -320,7 +331,8 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
     return std::nullopt;
   }
   if (header.sender != membership_.predecessor()) {
-    drop("data from node #" + std::to_string(header.sender) + ", which is not this node's predecessor in the ring",
+    drop("data from node #" + std::to_string(header.sender) +
+             ", which is not this node's predecessor in the ring",
          false);
     return std::nullopt;
   }
@@ -329,11 +341,13 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
   const bool next = header.op == next_op_;
   if (!current && !next) {
     drop("data of op " + std::to_string(header.op) + " while this node is at op " +
-             std::to_string(op_.value_or(next_op_)), false);
+             std::to_string(op_.value_or(next_op_)),
+         false);
     return std::nullopt;
   }
   auto owner = std::make_shared<zmq::message_t>(std::move(*payload));
-  collective::Message msg{header.tag, collective::Bytes(owner->data<std::uint8_t>(), owner->size(), owner)};
+  collective::Message msg{header.tag,
+                          collective::Bytes(owner->data<std::uint8_t>(), owner->size(), owner)};
   if (current) return msg;
   keep_early(header, std::move(msg));
   return std::nullopt;
@@ -361,7 +375,8 @@ void ZmqRing::keep_early(const RingHeader& header, collective::Message msg) {
     if (kept.tag == tag) {
       drop("a second copy of node #" + std::to_string(tag.segment) + "'s " +
                (summary ? "summary" : "data chunk " + std::to_string(tag.chunk)) + " for op " +
-               std::to_string(header.op), false);
+               std::to_string(header.op),
+           false);
       return;
     }
     summary_kept = summary_kept || (kept.tag.phase == collective::Phase::manifest &&
@@ -372,11 +387,14 @@ void ZmqRing::keep_early(const RingHeader& header, collective::Message msg) {
              std::to_string(tag.segment) + ", chunk " + std::to_string(tag.chunk) + ", hop " +
              std::to_string(tag.hop) + ") for op " + std::to_string(header.op) +
              ", which this node has not begun: only the other nodes' summaries and the data "
-             "behind them can come before it", false);
+             "behind them can come before it",
+         false);
     return;
   }
-  if (early_.size() < kMaxEarly) early_.emplace_back(header.op, std::move(msg));
-  else drop("too many messages for an op this node has not begun", false);
+  if (early_.size() < kMaxEarly)
+    early_.emplace_back(header.op, std::move(msg));
+  else
+    drop("too many messages for an op this node has not begun", false);
 }
 
 // ABORT comes straight from the member whose op failed.
@@ -387,7 +405,8 @@ void ZmqRing::on_abort(const RingHeader& header) {
   if (op_ && header.op == *op_) {
     if (!op_failure_) op_failure_ = Status{ErrorCode::aborted, why};
   } else if (!op_ && header.op == next_op_) {
-    poisoned_ = Status{ErrorCode::aborted, why};  // this node's ranks are late for it: fail theirs too
+    poisoned_ =
+        Status{ErrorCode::aborted, why};  // this node's ranks are late for it: fail theirs too
   }
 }
 
@@ -439,8 +458,9 @@ std::uint64_t ZmqRing::begin_op() {
     poisoned_.reset();
     early_.clear();
     // The others are re-forming the ring; wait for that before the next op.
-    membership_.fail("waiting for the ring to re-form after op " + std::to_string(op) + " was aborted",
-                     false, Clock::now());
+    membership_.fail(
+        "waiting for the ring to re-form after op " + std::to_string(op) + " was aborted", false,
+        Clock::now());
     apply_membership();
     why.text += " (before this node's ranks had all submitted it)";
     why.raise();
@@ -479,7 +499,8 @@ void ZmqRing::end_op(const std::optional<Status>& failure) {
     for (const std::uint32_t m : ring) enqueue(m, abort, std::nullopt);
   }
   if (op_generation_ == generation())
-    membership_.fail("op " + std::to_string(op) + " failed: " + failure->text, !aborted_by_others, Clock::now());
+    membership_.fail("op " + std::to_string(op) + " failed: " + failure->text, !aborted_by_others,
+                     Clock::now());
   apply_membership();
   for (const std::uint32_t m : ring)
     if (m != options_.self) flush(m);

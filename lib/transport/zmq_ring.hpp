@@ -29,9 +29,7 @@
 #include <random>
 #include <string>
 #include <vector>
-
 #include <zmq.hpp>
-
 #include <zring/error.hpp>
 
 #include "collective/link.hpp"
@@ -51,19 +49,19 @@ struct ZmqRingOptions {
   std::vector<std::string> names;      // ring order
   std::vector<std::string> addresses;  // tcp://HOST:PORT per node
   std::size_t self = 0;
-  std::size_t min_nodes = 0;           // a quorum; 0: a strict majority of the listed nodes
+  std::size_t min_nodes = 0;  // a quorum; 0: a strict majority of the listed nodes
   std::chrono::milliseconds timeout{10000};
   std::chrono::milliseconds heartbeat{500};
   std::size_t max_message_bytes = 256u << 20;
-  std::optional<CurveKeys> curve;      // none: no authentication, no encryption
+  std::optional<CurveKeys> curve;  // none: no authentication, no encryption
 };
 
 // Counters for status and metrics.
 struct RingCounters {
-  std::uint64_t dropped = 0;        // messages thrown away (stale, stray, malformed)
-  std::uint64_t malformed = 0;      // of which did not decode
-  std::uint64_t formations = 0;     // generations adopted
-  std::uint64_t bytes_sent = 0;     // frames put on the ring (all kinds)
+  std::uint64_t dropped = 0;     // messages thrown away (stale, stray, malformed)
+  std::uint64_t malformed = 0;   // of which did not decode
+  std::uint64_t formations = 0;  // generations adopted
+  std::uint64_t bytes_sent = 0;  // frames put on the ring (all kinds)
   std::uint64_t bytes_received = 0;
   std::string last_drop;
   std::uint64_t auth_rejected = 0;      // CurveZMQ clients refused: not a ring member's key
@@ -71,8 +69,8 @@ struct RingCounters {
                                         // keys, another protocol, refused by the ZAP handler)
   std::uint64_t disconnects = 0;        // connections to the ring port closed: a peer went
                                         // away, or broke the protocol (an oversized frame)
-  std::string last_rejection;          // the last key the ZAP handler refused, and from where
-  std::string last_handshake_failure;  // what the last failed handshake was
+  std::string last_rejection;           // the last key the ZAP handler refused, and from where
+  std::string last_handshake_failure;   // what the last failed handshake was
 };
 
 class ZmqRing final : public collective::RingLink {
@@ -143,7 +141,7 @@ class ZmqRing final : public collective::RingLink {
     zmq::socket_t out;
     zmq::socket_t monitor;  // PAIR: out's handshake events
     std::deque<Outgoing> outbox;
-    std::string problem;    // why the last handshake with it failed
+    std::string problem;  // why the last handshake with it failed
     // ZeroMQ never reconnects after a failed handshake (a protocol error
     // ends the session): when to connect to it again.
     std::optional<collective::Deadline> reconnect_at;
@@ -173,30 +171,32 @@ class ZmqRing final : public collective::RingLink {
   void on_abort(const wire::RingHeader& header);
   void run_timers();
   void apply_membership();
-  void enqueue(std::size_t peer, const wire::RingHeader& header, std::optional<zmq::message_t> payload);
+  void enqueue(std::size_t peer, const wire::RingHeader& header,
+               std::optional<zmq::message_t> payload);
   void flush(std::size_t peer);
   void drop(const std::string& why, bool malformed);
   bool interrupted() const noexcept { return interrupt_ && interrupt_->load(); }
 
   ZmqRingOptions options_;
   Membership membership_;
-  zmq::socket_t zap_;      // REP on inproc://zeromq.zap.01 (CurveZMQ only)
-  zmq::socket_t in_;       // PULL, bound at our address
-  zmq::socket_t monitor_;  // PAIR: in_'s handshake and disconnect events
-  std::vector<Peer> peers_;  // per listed node; this node's slot has no sockets
+  zmq::socket_t zap_;                        // REP on inproc://zeromq.zap.01 (CurveZMQ only)
+  zmq::socket_t in_;                         // PULL, bound at our address
+  zmq::socket_t monitor_;                    // PAIR: in_'s handshake and disconnect events
+  std::vector<Peer> peers_;                  // per listed node; this node's slot has no sockets
   std::vector<zmq::pollitem_t> poll_items_;  // poll_once's, reused
   std::vector<std::array<std::uint8_t, 32>> member_keys_;  // CurveZMQ: per node, binary
-  std::deque<std::pair<std::uint64_t, collective::Message>> early_;  // the next op's messages that came before it began
+  std::deque<std::pair<std::uint64_t, collective::Message>>
+      early_;  // the next op's messages that came before it began
 
   // ops
-  std::uint64_t next_op_ = 0;           // number of the next op in this generation
-  std::optional<std::uint64_t> op_;     // the op running now
-  std::uint64_t op_generation_ = 0;     // its generation
+  std::uint64_t next_op_ = 0;              // number of the next op in this generation
+  std::optional<std::uint64_t> op_;        // the op running now
+  std::uint64_t op_generation_ = 0;        // its generation
   std::vector<std::uint32_t> op_members_;  // its ring
-  std::optional<Status> poisoned_;    // the next op was aborted before this node began it
-  std::optional<Status> op_failure_;  // set by control messages mid-op
-  bool summaries_known_ = false;      // the op knows every summary
-  bool retry_ = false;                // op_failure_ is a ring change before that
+  std::optional<Status> poisoned_;         // the next op was aborted before this node began it
+  std::optional<Status> op_failure_;       // set by control messages mid-op
+  bool summaries_known_ = false;           // the op knows every summary
+  bool retry_ = false;                     // op_failure_ is a ring change before that
 
   RingCounters counters_;
   const std::atomic<bool>* interrupt_ = nullptr;

@@ -5,7 +5,6 @@
 #include <cctype>
 #include <limits>
 #include <optional>
-
 #include <zring/error.hpp>
 
 namespace zring::wire::detail {
@@ -36,9 +35,9 @@ void reject(const Where& where, const std::string& problem) {
 
 std::uint32_t frame_length(std::size_t n, std::string_view what) {
   if (n > std::numeric_limits<std::uint32_t>::max())
-    throw Error(ErrorCode::invalid_argument,
-                "wire: cannot encode " + std::string(what) + " of " + std::to_string(n) +
-                    " (msgpack frames at most 2^32 - 1)");
+    throw Error(ErrorCode::invalid_argument, "wire: cannot encode " + std::string(what) + " of " +
+                                                 std::to_string(n) +
+                                                 " (msgpack frames at most 2^32 - 1)");
   return static_cast<std::uint32_t>(n);
 }
 
@@ -157,11 +156,21 @@ namespace {
 std::string describe(MessageType type) {
   const char* name = "?";
   switch (type) {
-    case MessageType::gradients: name = "gradients"; break;
-    case MessageType::ring: name = "ring header"; break;
-    case MessageType::summary: name = "summary"; break;
-    case MessageType::ipc: name = "IPC header"; break;
-    case MessageType::trace: name = "trace"; break;
+    case MessageType::gradients:
+      name = "gradients";
+      break;
+    case MessageType::ring:
+      name = "ring header";
+      break;
+    case MessageType::summary:
+      name = "summary";
+      break;
+    case MessageType::ipc:
+      name = "IPC header";
+      break;
+    case MessageType::trace:
+      name = "trace";
+      break;
   }
   return std::to_string(static_cast<std::uint32_t>(type)) + " (" + name + ")";
 }
@@ -200,8 +209,12 @@ class TreeScan : public msgpack::null_visitor {
     --depth_;
     return true;
   }
-  bool visit_str(const char*, std::uint32_t size) { return bounded(size, limits_.max_str, "string"); }
-  bool visit_bin(const char*, std::uint32_t size) { return bounded(size, limits_.max_bin, "binary"); }
+  bool visit_str(const char*, std::uint32_t size) {
+    return bounded(size, limits_.max_str, "string");
+  }
+  bool visit_bin(const char*, std::uint32_t size) {
+    return bounded(size, limits_.max_bin, "binary");
+  }
   bool visit_ext(const char*, std::uint32_t) { fail("unexpected msgpack ext object"); }
   bool start_map(std::uint32_t) { fail("unexpected msgpack map (messages are arrays)"); }
   void parse_error(std::size_t, std::size_t offset) {
@@ -308,7 +321,8 @@ std::uint64_t as_kind(const msgpack::object& o, std::uint64_t last, const Where&
 std::uint32_t as_error_code(const msgpack::object& o, const Where& where) {
   const std::uint64_t number = as_uint(o, std::numeric_limits<std::uint32_t>::max(), where);
   if (!is_error_code(number))
-    reject(where, std::to_string(number) + " is not a zring error code (docs/errors.md lists them)");
+    reject(where,
+           std::to_string(number) + " is not a zring error code (docs/errors.md lists them)");
   return static_cast<std::uint32_t>(number);
 }
 

@@ -20,12 +20,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <msgpack.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <msgpack.hpp>
 
 #include "wire/messages.hpp"
 #include "wire/wire.hpp"
@@ -106,9 +105,8 @@ struct TreeLimits {
 
 // Checked accessors of an unpacked object; each throws malformed_message
 // naming `where` when the object is of another type or beyond the bounds.
-[[nodiscard]] std::span<const msgpack::object> as_array(const msgpack::object& o,
-                                                        std::size_t min, std::size_t max,
-                                                        const Where& where);
+[[nodiscard]] std::span<const msgpack::object> as_array(const msgpack::object& o, std::size_t min,
+                                                        std::size_t max, const Where& where);
 [[nodiscard]] std::uint64_t as_uint(const msgpack::object& o, std::uint64_t max,
                                     const Where& where);
 [[nodiscard]] std::uint64_t as_u64(const msgpack::object& o, const Where& where);
@@ -124,8 +122,8 @@ struct TreeLimits {
 
 // The body of a message: the root array's items after [version, type];
 // exactly `items` of them.
-[[nodiscard]] std::span<const msgpack::object> body(const msgpack::object& root,
-                                                    std::size_t items, std::string_view context);
+[[nodiscard]] std::span<const msgpack::object> body(const msgpack::object& root, std::size_t items,
+                                                    std::string_view context);
 
 // --- parts several messages share (wire_manifest.cpp) ---------------------------
 
@@ -138,8 +136,7 @@ struct TreeLimits {
 // the others are; a product that overflows 64 bits never matches). A mismatch
 // names numel_field, the field numel was read from.
 [[nodiscard]] std::vector<std::uint64_t> read_shape(const msgpack::object& o, std::uint64_t numel,
-                                                    std::size_t max_rank,
-                                                    std::uint64_t max_extent,
+                                                    std::size_t max_rank, std::uint64_t max_extent,
                                                     std::string_view context,
                                                     std::string_view numel_field);
 

@@ -8,7 +8,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-
 #include <zring/error.hpp>
 
 #include "codec/codec.hpp"
@@ -77,16 +76,15 @@ void decode_payload(CompressedGradient& g, std::string_view context) {
 
 // elements_left: what max_total_elements still allows; checked before the
 // codec allocates the view.
-CompressedGradient read_gradient(std::span<const msgpack::object> entry,
-                                 const DecodeLimits& limits, std::size_t& elements_left,
-                                 std::string_view context) {
+CompressedGradient read_gradient(std::span<const msgpack::object> entry, const DecodeLimits& limits,
+                                 std::size_t& elements_left, std::string_view context) {
   CompressedGradient g;
   g.method = read_method(entry[1], Where{context, "method"});
   g.original_size = as_uint(entry[3], limits.max_elements, Where{context, "original_size"});
   if (g.original_size > elements_left)
-    reject(Where{context, "original_size"},
-           "the tensors of the message hold more than " +
-               std::to_string(limits.max_total_elements) + " elements together");
+    reject(Where{context, "original_size"}, "the tensors of the message hold more than " +
+                                                std::to_string(limits.max_total_elements) +
+                                                " elements together");
   elements_left -= g.original_size;
   const std::vector<std::uint64_t> shape = read_shape(
       entry[2], g.original_size, limits.max_rank, limits.max_elements, context, "original_size");
@@ -123,9 +121,8 @@ CompressedMap decode_gradients(const std::uint8_t* data, std::size_t size,
     malformed("gradients message of " + std::to_string(size) + " bytes (at most " +
               std::to_string(limits.max_message_bytes) + ")");
   const msgpack::object_handle tree = unpack_tree(data, size, gradient_tree(limits));
-  const auto entries =
-      as_array(body(tree.get(), 1, "gradients message")[0], 0, limits.max_tensors,
-               Where{"gradients message", "tensors"});
+  const auto entries = as_array(body(tree.get(), 1, "gradients message")[0], 0, limits.max_tensors,
+                                Where{"gradients message", "tensors"});
   CompressedMap out;
   std::size_t elements_left = limits.max_total_elements;
   for (std::size_t i = 0; i < entries.size(); ++i) {

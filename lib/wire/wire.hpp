@@ -28,7 +28,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
 #include <zring/compression.hpp>
 
 #include "wire/messages.hpp"
@@ -126,11 +125,11 @@ struct RingHeader {
   RingKind kind = RingKind::data;
   std::uint64_t generation = 0;
   std::uint64_t op = 0;
-  std::uint32_t sender = 0;       // listed index (ring file order) of the node that sent this
-  ChunkTag tag;                   // data
-  std::uint32_t origin = 0;       // form, up, abort, reform: where it started
-  std::uint32_t error_code = 0;   // abort: zring::ErrorCode
-  std::string text;               // form, abort, reform: why
+  std::uint32_t sender = 0;      // listed index (ring file order) of the node that sent this
+  ChunkTag tag;                  // data
+  std::uint32_t origin = 0;      // form, up, abort, reform: where it started
+  std::uint32_t error_code = 0;  // abort: zring::ErrorCode
+  std::string text;              // form, abort, reform: why
   // form: the proposed ring; heartbeat: the ring the sender is up in (empty
   // when it is not up). Listed indices, increasing.
   std::vector<std::uint32_t> members;
@@ -185,15 +184,15 @@ struct Span {
 // (result_shared); those messages have no values frame.
 
 enum class IpcKind : std::uint8_t {
-  hello = 1,      // client -> daemon: local_rank
-  welcome = 2,    // daemon -> client: world, rank, ...
-  submit = 3,     // client -> daemon: an all-reduce (manifest + values frame)
-  result = 4,     // daemon -> client: the averaged values frame
-  error = 5,      // daemon -> client: the request failed (code, text)
-  keepalive = 6,  // daemon -> client: still working on request `request`
-  status = 7,     // zringctl -> daemon: report; daemon -> zringctl: text (JSON)
-  attach = 8,     // client -> daemon: wants a shared buffer of wire_bytes bytes;
-                  // daemon -> client: its path (text) and size (wire_bytes)
+  hello = 1,           // client -> daemon: local_rank
+  welcome = 2,         // daemon -> client: world, rank, ...
+  submit = 3,          // client -> daemon: an all-reduce (manifest + values frame)
+  result = 4,          // daemon -> client: the averaged values frame
+  error = 5,           // daemon -> client: the request failed (code, text)
+  keepalive = 6,       // daemon -> client: still working on request `request`
+  status = 7,          // zringctl -> daemon: report; daemon -> zringctl: text (JSON)
+  attach = 8,          // client -> daemon: wants a shared buffer of wire_bytes bytes;
+                       // daemon -> client: its path (text) and size (wire_bytes)
   submit_shared = 9,   // client -> daemon: as submit, values in the shared buffer
   result_shared = 10,  // daemon -> client: as result, values in the shared buffer
   submit_staged = 11,  // client -> daemon: as submit_shared, but the values are still
@@ -206,9 +205,9 @@ enum class IpcKind : std::uint8_t {
 
 struct IpcHeader {
   IpcKind kind = IpcKind::hello;
-  std::uint64_t request = 0;       // echoed in the reply
-  std::uint32_t local_rank = 0;    // hello, submit
-  Manifest manifest;               // submit
+  std::uint64_t request = 0;     // echoed in the reply
+  std::uint32_t local_rank = 0;  // hello, submit
+  Manifest manifest;             // submit
   // In a request, timeout_ms is the client's: it gives up after that much
   // silence from zringd, counted from `op`, the steady_clock time (ns) it
   // sent the request at (0 and 0: unknown).
@@ -219,11 +218,11 @@ struct IpcHeader {
   std::uint32_t local_ranks = 0;
   std::uint32_t timeout_ms = 0;
   std::uint32_t heartbeat_ms = 0;
-  std::string node;                // welcome: node name
+  std::string node;  // welcome: node name
   // result
   std::uint64_t op = 0;
-  std::uint64_t wire_bytes = 0;    // what this node put on the ring for the op
-  std::uint64_t dense_bytes = 0;   // what dense float32 would have cost
+  std::uint64_t wire_bytes = 0;   // what this node put on the ring for the op
+  std::uint64_t dense_bytes = 0;  // what dense float32 would have cost
   // error, status
   std::uint32_t error_code = 0;
   std::string text;
@@ -250,17 +249,17 @@ inline constexpr std::size_t kMaxIpcTextBytes = std::size_t{1} << 16;
 // node's summary was known, the average was complete, the answers were sent.
 
 struct TraceRecord {
-  std::uint64_t op = 0;            // the ring's op number (when ring_began_ns is known)
-  std::string method;              // the manifest's method text
+  std::uint64_t op = 0;  // the ring's op number (when ring_began_ns is known)
+  std::string method;    // the manifest's method text
   std::uint32_t tensors = 0;
   std::uint64_t elements = 0;
-  std::uint32_t local_ranks = 0;   // local ranks whose submissions made the op
+  std::uint32_t local_ranks = 0;  // local ranks whose submissions made the op
   std::uint32_t nodes = 0;
-  std::uint64_t wire_bytes = 0;    // what this node put on the ring for it
-  std::uint64_t dense_bytes = 0;   // elements * 4
+  std::uint64_t wire_bytes = 0;        // what this node put on the ring for it
+  std::uint64_t dense_bytes = 0;       // elements * 4
   std::optional<std::uint32_t> error;  // the op failed with this zring::ErrorCode
-  std::uint64_t first_submitted_ns = 0, last_submitted_ns = 0, ring_began_ns = 0,
-                prepared_ns = 0, summarized_ns = 0, data_done_ns = 0, answered_ns = 0;
+  std::uint64_t first_submitted_ns = 0, last_submitted_ns = 0, ring_began_ns = 0, prepared_ns = 0,
+                summarized_ns = 0, data_done_ns = 0, answered_ns = 0;
 
   bool operator==(const TraceRecord&) const = default;
 };

@@ -1,10 +1,9 @@
 // wire_ipc.cpp - the header of every request and reply between a client (or
 // zringctl) and its zringd (layout in wire.hpp).
-#include "wire/wire.hpp"
-
 #include <string>
 
 #include "wire/msgpack_io.hpp"
+#include "wire/wire.hpp"
 
 namespace zring::wire {
 

@@ -8,8 +8,8 @@
 namespace zring::wire::detail {
 namespace {
 
-constexpr std::size_t kManifestItems = 2;  // method, tensors
-constexpr std::size_t kTensorItems = 3;    // name, shape, numel
+constexpr std::size_t kManifestItems = 2;                  // method, tensors
+constexpr std::size_t kTensorItems = 3;                    // name, shape, numel
 constexpr std::uint64_t kMaxManifestExtent = 0xFFFFFFFFu;  // indices travel as uint32
 
 std::string format_shape(const std::vector<std::uint64_t>& shape) {
@@ -77,13 +77,13 @@ Manifest read_manifest(const msgpack::object& o, std::string_view context) {
     spec.name = std::string(read_tensor_name(t[0], kMaxManifestNameBytes, tensor));
     tensor += " '" + printable(spec.name) + "'";
     if (!m.tensors.empty() && !(m.tensors.back().name < spec.name))
-      reject(Where{tensor, "name"},
-             m.tensors.back().name == spec.name
-                 ? std::string("duplicate tensor name")
-                 : "after '" + printable(m.tensors.back().name) +
-                       "' (a manifest is sorted by name)");
+      reject(Where{tensor, "name"}, m.tensors.back().name == spec.name
+                                        ? std::string("duplicate tensor name")
+                                        : "after '" + printable(m.tensors.back().name) +
+                                              "' (a manifest is sorted by name)");
     spec.numel = as_uint(t[2], kMaxManifestExtent, Where{tensor, "numel"});
-    spec.shape = read_shape(t[1], spec.numel, kMaxManifestRank, kMaxManifestExtent, tensor, "numel");
+    spec.shape =
+        read_shape(t[1], spec.numel, kMaxManifestRank, kMaxManifestExtent, tensor, "numel");
     m.tensors.push_back(std::move(spec));
   }
   return m;

@@ -1,15 +1,13 @@
 // wire_ring.cpp - what zringd nodes send each other around the ring: ring
 // headers, the node summary of every op, and payload lists (layouts in
 // wire.hpp).
-#include "wire/wire.hpp"
-
 #include <cstring>
 #include <limits>
 #include <string>
-
 #include <zring/error.hpp>
 
 #include "wire/msgpack_io.hpp"
+#include "wire/wire.hpp"
 
 namespace zring::wire {
 
@@ -114,8 +112,9 @@ std::vector<std::uint8_t> encode_ring_header(const RingHeader& h) {
   std::vector<std::uint8_t> bitmap;
   for (const std::uint32_t n : h.members) {
     if (n >= kMaxRingNodes)
-      throw Error(ErrorCode::invalid_argument, "wire: a ring header cannot name node #" + std::to_string(n) +
-                                                   " (at most " + std::to_string(kMaxRingNodes) + " nodes)");
+      throw Error(ErrorCode::invalid_argument, "wire: a ring header cannot name node #" +
+                                                   std::to_string(n) + " (at most " +
+                                                   std::to_string(kMaxRingNodes) + " nodes)");
     if (bitmap.size() <= n / 8) bitmap.resize(n / 8 + 1);
     bitmap[n / 8] = static_cast<std::uint8_t>(bitmap[n / 8] | (1u << (n % 8)));
   }
@@ -148,7 +147,8 @@ RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size) {
   if (bitmap.size() > kMaxMembersBytes)
     reject(Where{kRing, "members"}, std::to_string(bitmap.size()) + " bytes (at most " +
                                         std::to_string(kMaxMembersBytes) + ")");
-  if (!bitmap.empty() && bitmap.back() == 0) reject(Where{kRing, "members"}, "a trailing zero byte");
+  if (!bitmap.empty() && bitmap.back() == 0)
+    reject(Where{kRing, "members"}, "a trailing zero byte");
   for (std::size_t i = 0; i < bitmap.size() * 8; ++i)
     if (bitmap[i / 8] & (1u << (i % 8))) h.members.push_back(static_cast<std::uint32_t>(i));
   return h;
@@ -163,7 +163,8 @@ std::vector<std::uint8_t> encode_summary(const NodeSummary& s) {
   pack_header(p, MessageType::summary, kSummaryItems);
   pack_manifest(p, s.manifest);
   // A failure says why; text with nothing to say still fails the op.
-  const std::string why = s.failure ? (s.failure->text.empty() ? "(no reason given)" : s.failure->text) : "";
+  const std::string why =
+      s.failure ? (s.failure->text.empty() ? "(no reason given)" : s.failure->text) : "";
   pack_text(p, clip_text(why, kMaxRingTextBytes), "a summary's error text");
   p.pack_uint8(s.failure ? static_cast<std::uint8_t>(s.failure->code) : 0);
   pack_bytes(p, s.stats.data(), s.stats.size() * sizeof(float), "a summary's statistics");

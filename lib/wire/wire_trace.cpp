@@ -1,13 +1,11 @@
 // wire_trace.cpp - a zringd's op timeline, as it answers `zringctl trace`
 // (layout in wire.hpp).
-#include "wire/wire.hpp"
-
 #include <algorithm>
 #include <string>
-
 #include <zring/error.hpp>
 
 #include "wire/msgpack_io.hpp"
+#include "wire/wire.hpp"
 
 namespace zring::wire {
 

@@ -1,10 +1,10 @@
 // zring.CompressedAllReduce: the client API, taking and giving dicts of arrays.
+#include <pybind11/stl.h>
+
 #include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <pybind11/stl.h>
 #include <zring/compressed_all_reduce.hpp>
 #include <zring/error.hpp>
 
@@ -83,7 +83,8 @@ SharedTensorsHandle make_shared_tensors(AllReduceHandle& self, const py::dict& s
       self.run([&](CompressedAllReduce& ar) { return ar.make_shared_tensors(parsed); }));
 }
 
-py::dict all_reduce_with_peers(AllReduceHandle& self, const py::dict& gradients, const py::list& peers) {
+py::dict all_reduce_with_peers(AllReduceHandle& self, const py::dict& gradients,
+                               const py::list& peers) {
   const std::vector<ArrayRef> in = array_refs(gradients, "all_reduce_with_peers");
   const std::vector<CompressedMap> maps = peer_maps(peers);
   TensorMap result = self.run(
@@ -92,7 +93,8 @@ py::dict all_reduce_with_peers(AllReduceHandle& self, const py::dict& gradients,
   for (const ArrayRef& a : in) {
     const auto found = result.find(a.name);
     if (found == result.end())
-      throw Error(ErrorCode::internal, "all_reduce_with_peers: no result for tensor '" + a.name + "'");
+      throw Error(ErrorCode::internal,
+                  "all_reduce_with_peers: no result for tensor '" + a.name + "'");
     arrays.push_back(owning_array(std::move(found->second.data()), a.shape));
   }
   return result_dict(in, arrays);
@@ -100,8 +102,8 @@ py::dict all_reduce_with_peers(AllReduceHandle& self, const py::dict& gradients,
 
 py::dict compress_for_transmission(AllReduceHandle& self, const py::dict& gradients) {
   const std::vector<ArrayRef> in = array_refs(gradients, "compress_for_transmission");
-  CompressedMap result =
-      self.run([&](CompressedAllReduce& ar) { return ar.compress_for_transmission(to_tensors(in)); });
+  CompressedMap result = self.run(
+      [&](CompressedAllReduce& ar) { return ar.compress_for_transmission(to_tensors(in)); });
   py::dict out;
   for (auto& [name, gradient] : result) out[py::str(name)] = py::cast(std::move(gradient));
   return out;
@@ -110,9 +112,9 @@ py::dict compress_for_transmission(AllReduceHandle& self, const py::dict& gradie
 std::string describe(AllReduceHandle& self) {
   if (self.closed()) return "<zring.CompressedAllReduce (closed)>";
   return self.observe([](CompressedAllReduce& ar) {
-    return std::string("<zring.CompressedAllReduce ") + (ar.connected() ? "connected" : "standalone") +
-           ", rank " + std::to_string(ar.rank()) + " of " + std::to_string(ar.world_size()) +
-           ", method '" + ar.method().to_string() + "'>";
+    return std::string("<zring.CompressedAllReduce ") +
+           (ar.connected() ? "connected" : "standalone") + ", rank " + std::to_string(ar.rank()) +
+           " of " + std::to_string(ar.world_size()) + ", method '" + ar.method().to_string() + "'>";
   });
 }
 
@@ -158,13 +160,15 @@ void bind_all_reduce(py::module_& m) {
                     "What the same tensors cost as dense float32.")
       .def_readonly("ops", &CompressedAllReduce::Traffic::ops, "all_reduce calls counted.")
       .def("__repr__", [](const CompressedAllReduce::Traffic& t) {
-        return "Traffic(wire_bytes=" + std::to_string(t.wire_bytes) + ", dense_bytes=" +
-               std::to_string(t.dense_bytes) + ", ops=" + std::to_string(t.ops) + ")";
+        return "Traffic(wire_bytes=" + std::to_string(t.wire_bytes) +
+               ", dense_bytes=" + std::to_string(t.dense_bytes) + ", ops=" + std::to_string(t.ops) +
+               ")";
       });
 
   py::class_<AllReduceHandle>(m, "CompressedAllReduce", kClassDoc)
       .def(py::init([](CompressionMethod method, std::size_t world_size) {
-             return std::make_unique<AllReduceHandle>(CompressedAllReduce(std::move(method), world_size));
+             return std::make_unique<AllReduceHandle>(
+                 CompressedAllReduce(std::move(method), world_size));
            }),
            py::arg("method"), py::arg("world_size"),
            "A standalone object (no daemon). method: a CompressionMethod or its text.")
@@ -173,8 +177,9 @@ void bind_all_reduce(py::module_& m) {
           [](const std::string& endpoint, CompressionMethod method, std::size_t local_rank,
              std::int64_t timeout_ms) {
             if (timeout_ms <= 0)
-              throw Error(ErrorCode::invalid_argument,
-                          "connect: timeout_ms must be positive, not " + std::to_string(timeout_ms));
+              throw Error(
+                  ErrorCode::invalid_argument,
+                  "connect: timeout_ms must be positive, not " + std::to_string(timeout_ms));
             ConnectOptions options;
             options.local_rank = local_rank;
             options.timeout = std::chrono::milliseconds(timeout_ms);
@@ -240,12 +245,14 @@ works with a copy each way). Standalone, they are ordinary memory.
           "world_size",
           [](AllReduceHandle& h) { return h.observe([](auto& ar) { return ar.world_size(); }); })
       .def_property_readonly(
-          "method", [](AllReduceHandle& h) { return h.observe([](auto& ar) { return ar.method(); }); })
+          "method",
+          [](AllReduceHandle& h) { return h.observe([](auto& ar) { return ar.method(); }); })
       .def_property_readonly(
           "connected",
           [](AllReduceHandle& h) { return h.observe([](auto& ar) { return ar.connected(); }); })
       .def_property_readonly(
-          "traffic", [](AllReduceHandle& h) { return h.observe([](auto& ar) { return ar.traffic(); }); },
+          "traffic",
+          [](AllReduceHandle& h) { return h.observe([](auto& ar) { return ar.traffic(); }); },
           "A Traffic: wire and dense bytes of the all_reduce calls so far, and their count.")
       .def_property_readonly("closed", &AllReduceHandle::closed)
       .def("close", &AllReduceHandle::close,

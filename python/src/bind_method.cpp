@@ -1,10 +1,10 @@
 // zring.CompressionKind, zring.CompressionMethod and zring.CompressedGradient.
-#include <cstdint>
-#include <string>
-
 #include <pybind11/numpy.h>
 #include <pybind11/operators.h>
 #include <pybind11/stl.h>
+
+#include <cstdint>
+#include <string>
 #include <zring/compression.hpp>
 #include <zring/error.hpp>
 
@@ -49,7 +49,8 @@ Wherever zring expects a CompressionMethod, the text form is accepted too:
       .def_static("none", &CompressionMethod::none)
       .def_static("fp16", &CompressionMethod::fp16)
       .def_static("bf16", &CompressionMethod::bf16)
-      .def_static("topk", &CompressionMethod::topk, py::arg("k"), "The k largest magnitudes (k >= 1).")
+      .def_static("topk", &CompressionMethod::topk, py::arg("k"),
+                  "The k largest magnitudes (k >= 1).")
       .def_static("topk_ratio", &CompressionMethod::topk_ratio, py::arg("ratio"),
                   "The largest ratio of the values (0 < ratio <= 1).")
       .def_static("randomk", &CompressionMethod::randomk, py::arg("k"))
@@ -63,10 +64,13 @@ Wherever zring expects a CompressionMethod, the text form is accepted too:
       .def("to_string", &CompressionMethod::to_string, "The text form, e.g. 'ef:topk:1%'.")
       .def("__str__", &CompressionMethod::to_string)
       .def("__repr__",
-           [](const CompressionMethod& method) { return "CompressionMethod('" + method.to_string() + "')"; })
+           [](const CompressionMethod& method) {
+             return "CompressionMethod('" + method.to_string() + "')";
+           })
       .def(py::self == py::self)
       .def(py::self != py::self)
-      .def("__hash__", [](const CompressionMethod& method) { return py::hash(py::str(method.to_string())); })
+      .def("__hash__",
+           [](const CompressionMethod& method) { return py::hash(py::str(method.to_string())); })
       .def_property_readonly("kind", &CompressionMethod::kind)
       .def_property_readonly("has_error_feedback", &CompressionMethod::has_error_feedback)
       .def_property_readonly("base", &CompressionMethod::base, "The method without error feedback.")
@@ -84,9 +88,10 @@ Wherever zring expects a CompressionMethod, the text form is accepted too:
 
 // What pickling a CompressedGradient keeps: every field.
 py::tuple gradient_state(const CompressedGradient& g) {
-  return py::make_tuple(g.method.to_string(), g.indices, g.values, g.original_size, g.shape,
-                        g.compression_ratio, g.value_bits, g.seed,
-                        py::bytes(reinterpret_cast<const char*>(g.payload.data()), g.payload.size()));
+  return py::make_tuple(
+      g.method.to_string(), g.indices, g.values, g.original_size, g.shape, g.compression_ratio,
+      g.value_bits, g.seed,
+      py::bytes(reinterpret_cast<const char*>(g.payload.data()), g.payload.size()));
 }
 
 CompressedGradient gradient_from_state(const py::tuple& t) {
@@ -120,39 +125,49 @@ CompressedAllReduce.all_reduce_with_peers.
       .def_property_readonly("method", [](const CompressedGradient& g) { return g.method; })
       .def_property_readonly("indices",
                              [](py::object self) {
-                               return readonly_view(self.cast<const CompressedGradient&>().indices, self);
+                               return readonly_view(self.cast<const CompressedGradient&>().indices,
+                                                    self);
                              })
       .def_property_readonly("values",
                              [](py::object self) {
-                               return readonly_view(self.cast<const CompressedGradient&>().values, self);
+                               return readonly_view(self.cast<const CompressedGradient&>().values,
+                                                    self);
                              })
-      .def_property_readonly("original_size", [](const CompressedGradient& g) { return g.original_size; })
-      .def_property_readonly("shape", [](const CompressedGradient& g) {
-        py::tuple shape(g.shape.size());
-        for (std::size_t d = 0; d < g.shape.size(); ++d) shape[d] = g.shape[d];
-        return shape;
-      })
-      .def_property_readonly("compression_ratio",
-                             [](const CompressedGradient& g) { return g.compression_ratio; },
-                             "payload_bytes() / dense_bytes()")
-      .def_property_readonly("value_bits", [](const CompressedGradient& g) { return g.value_bits; })
-      .def_property_readonly("seed", [](const CompressedGradient& g) { return g.seed; },
-                             "randomk: the seed that picked the indices")
-      .def_property_readonly("payload",
+      .def_property_readonly("original_size",
+                             [](const CompressedGradient& g) { return g.original_size; })
+      .def_property_readonly("shape",
                              [](const CompressedGradient& g) {
-                               return py::bytes(reinterpret_cast<const char*>(g.payload.data()),
-                                                g.payload.size());
-                             },
-                             "The encoded bytes that travel.")
-      .def("payload_bytes", &CompressedGradient::payload_bytes, "Size of the encoding that travels.")
-      .def("dense_bytes", &CompressedGradient::dense_bytes, "What the tensor costs as dense float32.")
-      .def("to_dense",
-           [](const CompressedGradient& g) { return owning_array(g.to_dense(), g.shape); },
-           "The view scattered into a dense float32 numpy array of the tensor's shape.")
+                               py::tuple shape(g.shape.size());
+                               for (std::size_t d = 0; d < g.shape.size(); ++d)
+                                 shape[d] = g.shape[d];
+                               return shape;
+                             })
+      .def_property_readonly(
+          "compression_ratio", [](const CompressedGradient& g) { return g.compression_ratio; },
+          "payload_bytes() / dense_bytes()")
+      .def_property_readonly("value_bits", [](const CompressedGradient& g) { return g.value_bits; })
+      .def_property_readonly(
+          "seed", [](const CompressedGradient& g) { return g.seed; },
+          "randomk: the seed that picked the indices")
+      .def_property_readonly(
+          "payload",
+          [](const CompressedGradient& g) {
+            return py::bytes(reinterpret_cast<const char*>(g.payload.data()), g.payload.size());
+          },
+          "The encoded bytes that travel.")
+      .def("payload_bytes", &CompressedGradient::payload_bytes,
+           "Size of the encoding that travels.")
+      .def("dense_bytes", &CompressedGradient::dense_bytes,
+           "What the tensor costs as dense float32.")
+      .def(
+          "to_dense",
+          [](const CompressedGradient& g) { return owning_array(g.to_dense(), g.shape); },
+          "The view scattered into a dense float32 numpy array of the tensor's shape.")
       .def("__repr__",
            [](const CompressedGradient& g) {
-             return "CompressedGradient(method='" + g.method.to_string() + "', original_size=" +
-                    std::to_string(g.original_size) + ", kept=" + std::to_string(g.values.size()) +
+             return "CompressedGradient(method='" + g.method.to_string() +
+                    "', original_size=" + std::to_string(g.original_size) +
+                    ", kept=" + std::to_string(g.values.size()) +
                     ", payload_bytes=" + std::to_string(g.payload_bytes()) + ")";
            })
       .def(py::pickle(&gradient_state, &gradient_from_state));

@@ -1,8 +1,8 @@
 // zring._zring - the compiled part of the Python package zring.
+#include <pybind11/pybind11.h>
+
 #include <chrono>
 #include <string>
-
-#include <pybind11/pybind11.h>
 #include <zring/error.hpp>
 #include <zring/version.hpp>
 

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-
 #include <zring/zring.hpp>
 
 namespace zring::api_test {
@@ -14,8 +13,8 @@ namespace zring::api_test {
 // Methods exercised everywhere (the ef: one checks the wrapper too).
 inline const std::vector<std::string>& methods() {
   static const std::vector<std::string> all = {
-      "none",    "fp16",    "bf16",  "topk:5",  "topk:10%", "randomk:7", "randomk:25%",
-      "threshold:0.5", "quant:2", "quant:8", "sign", "ef:topk:10%", "ef:quant:4"};
+      "none",          "fp16",    "bf16",    "topk:5", "topk:10%",    "randomk:7", "randomk:25%",
+      "threshold:0.5", "quant:2", "quant:8", "sign",   "ef:topk:10%", "ef:quant:4"};
   return all;
 }
 

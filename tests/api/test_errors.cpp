@@ -2,10 +2,8 @@
 // they are pinned here, and kErrorCodes holds each code once, in order.
 // And the public API throws zring::Error, whatever a lower layer throws.
 #include <boost/test/unit_test.hpp>
-
 #include <set>
 #include <string>
-
 #include <zring/compressed_all_reduce.hpp>
 #include <zring/error.hpp>
 
@@ -16,14 +14,22 @@ BOOST_AUTO_TEST_SUITE(error_codes)
 BOOST_AUTO_TEST_CASE(numbers_never_change) {
   // Appending a code is fine; changing a line here breaks every older peer.
   const std::pair<ErrorCode, std::uint32_t> pinned[] = {
-      {ErrorCode::invalid_argument, 0}, {ErrorCode::size_mismatch, 1},
-      {ErrorCode::count_mismatch, 2},   {ErrorCode::missing_tensor, 3},
-      {ErrorCode::no_communicator, 4},  {ErrorCode::malformed_message, 5},
-      {ErrorCode::unsupported_version, 6}, {ErrorCode::config_invalid, 7},
-      {ErrorCode::manifest_mismatch, 8}, {ErrorCode::timeout, 9},
-      {ErrorCode::peer_lost, 10},       {ErrorCode::connection_failed, 11},
-      {ErrorCode::aborted, 12},         {ErrorCode::resource_limit, 13},
-      {ErrorCode::internal, 14},        {ErrorCode::system_error, 15},
+      {ErrorCode::invalid_argument, 0},
+      {ErrorCode::size_mismatch, 1},
+      {ErrorCode::count_mismatch, 2},
+      {ErrorCode::missing_tensor, 3},
+      {ErrorCode::no_communicator, 4},
+      {ErrorCode::malformed_message, 5},
+      {ErrorCode::unsupported_version, 6},
+      {ErrorCode::config_invalid, 7},
+      {ErrorCode::manifest_mismatch, 8},
+      {ErrorCode::timeout, 9},
+      {ErrorCode::peer_lost, 10},
+      {ErrorCode::connection_failed, 11},
+      {ErrorCode::aborted, 12},
+      {ErrorCode::resource_limit, 13},
+      {ErrorCode::internal, 14},
+      {ErrorCode::system_error, 15},
   };
   for (const auto& [code, number] : pinned) {
     BOOST_TEST_CONTEXT(zring::to_string(code)) {
@@ -67,7 +73,8 @@ BOOST_AUTO_TEST_CASE(connect_to_an_endpoint_zeromq_cannot_use_is_invalid_argumen
       } catch (const zring::Error& e) {
         BOOST_TEST(e.code() == ErrorCode::invalid_argument);
         const std::string text = e.what();
-        BOOST_TEST(text.find("connect: '" + endpoint + "' is not an endpoint ZeroMQ can connect to (") == 0u,
+        BOOST_TEST(text.find("connect: '" + endpoint +
+                             "' is not an endpoint ZeroMQ can connect to (") == 0u,
                    text);
       }
     }

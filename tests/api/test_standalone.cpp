@@ -2,7 +2,6 @@
 // world_size 1 round trip, the world_size > 1 refusal, construction.
 #define BOOST_TEST_MODULE api
 #include <boost/test/unit_test.hpp>
-
 #include <cstring>
 
 #include "api_test_util.hpp"
@@ -81,7 +80,8 @@ BOOST_AUTO_TEST_CASE(in_place_gives_the_bits_of_all_reduce) {
   // A failing op leaves the values as they were.
   CompressedAllReduce three(CompressionMethod::none(), 3);
   TensorMap values = g;
-  BOOST_TEST((at::code_of([&] { three.all_reduce_in_place(values); }) == ErrorCode::no_communicator));
+  BOOST_TEST(
+      (at::code_of([&] { three.all_reduce_in_place(values); }) == ErrorCode::no_communicator));
   BOOST_TEST(values == g);
 }
 
@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(shared_tensors_give_the_bits_of_all_reduce) {
       CompressedAllReduce copying(CompressionMethod::parse(text), 1);
       CompressedAllReduce sharing(CompressionMethod::parse(text), 1);
       zring::SharedTensors tensors = sharing.make_shared_tensors(shapes);
-      BOOST_TEST(!tensors.zero_copy());  // standalone: ordinary memory
+      BOOST_TEST(!tensors.zero_copy());       // standalone: ordinary memory
       for (int step = 0; step < 2; ++step) {  // twice: error feedback carries over
         const TensorMap expected = copying.all_reduce(g);
         tensors.assign(g);
@@ -125,7 +125,8 @@ BOOST_AUTO_TEST_CASE(shared_tensors_layout_and_bad_use) {
   zring::SharedTensors copy = t;
   copy["a"][1] = 5.0f;
   BOOST_TEST(t["a"][1] == 5.0f);
-  BOOST_TEST(t.to_tensors().at("a").data() == std::vector<float>({0, 5, 0, 0}), boost::test_tools::per_element());
+  BOOST_TEST(t.to_tensors().at("a").data() == std::vector<float>({0, 5, 0, 0}),
+             boost::test_tools::per_element());
   // Bad names and sizes are refused and change nothing.
   BOOST_TEST((at::code_of([&] { (void)t["c"]; }) == ErrorCode::missing_tensor));
   BOOST_TEST((at::code_of([&] { (void)t.shape("c"); }) == ErrorCode::missing_tensor));
@@ -141,8 +142,9 @@ BOOST_AUTO_TEST_CASE(shared_tensors_layout_and_bad_use) {
   BOOST_TEST(t["a"][0] == 0.0f);
   // Too many values to address is refused.
   const std::size_t huge = std::size_t{1} << 62;
-  BOOST_TEST((at::code_of([&] { (void)ar.make_shared_tensors({{"x", {huge, 8}}}); }) ==
-              ErrorCode::invalid_argument));
+  BOOST_TEST((at::code_of([&] {
+                (void)ar.make_shared_tensors({{"x", {huge, 8}}});
+              }) == ErrorCode::invalid_argument));
   // No tensors at all: an empty op.
   zring::SharedTensors none;
   BOOST_TEST(none.numel() == 0u);

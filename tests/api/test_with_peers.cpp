@@ -64,8 +64,7 @@ BOOST_AUTO_TEST_CASE(result_is_the_average_of_every_ranks_compressed_gradient) {
 BOOST_AUTO_TEST_CASE(average_is_not_a_rescaled_local_gradient) {
   const CompressionMethod none = CompressionMethod::none();
   CompressedAllReduce rank0(none, 2);
-  const TensorMap out =
-      rank0.all_reduce_with_peers(at::gradients(0), {transmitted(none, 2, 1)});
+  const TensorMap out = rank0.all_reduce_with_peers(at::gradients(0), {transmitted(none, 2, 1)});
   const TensorMap rank0_grads = at::gradients(0), rank1_grads = at::gradients(1);
   const auto& mine = rank0_grads.at("fc.bias").data();
   const auto& theirs = rank1_grads.at("fc.bias").data();
@@ -130,10 +129,10 @@ BOOST_AUTO_TEST_CASE(extra_tensor) {
 BOOST_AUTO_TEST_CASE(inconsistent_peer_views) {
   using Corrupt = void (*)(zring::CompressedGradient&);
   const Corrupt corruptions[] = {
-      [](zring::CompressedGradient& g) { g.indices.push_back(1); },         // counts differ
-      [](zring::CompressedGradient& g) { g.indices.back() = 50; },          // index == size
-      [](zring::CompressedGradient& g) { g.indices.back() = 0xFFFFFFFFu; }, // far out
-      [](zring::CompressedGradient& g) { g.indices.clear(); },              // dense, too short
+      [](zring::CompressedGradient& g) { g.indices.push_back(1); },          // counts differ
+      [](zring::CompressedGradient& g) { g.indices.back() = 50; },           // index == size
+      [](zring::CompressedGradient& g) { g.indices.back() = 0xFFFFFFFFu; },  // far out
+      [](zring::CompressedGradient& g) { g.indices.clear(); },               // dense, too short
   };
   for (std::size_t c = 0; c < std::size(corruptions); ++c) {
     BOOST_TEST_CONTEXT("corruption " << c) {

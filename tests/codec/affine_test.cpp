@@ -1,12 +1,11 @@
 // affine_test.cpp - the AffineCodec face of quantization and signsgd, which
 // the ring uses to put every rank on one grid and sum codes exactly.
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
 #include "test_util.hpp"

@@ -1,10 +1,9 @@
 // bitpack_test.cpp - pack_bits / unpack_bits for every width, against a
 // bit-at-a-time reference of the LSB-first stream.
+#include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
 

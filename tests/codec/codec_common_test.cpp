@@ -2,11 +2,9 @@
 // sizes around the block edges: the fields compress fills, the payload
 // layout's size, decode reproducing the view bit for bit, determinism.
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
-
 #include <zring/error.hpp>
 
 #include "codec/codec.hpp"

@@ -1,11 +1,10 @@
 // dense_test.cpp - none, fp16 and bf16: exact layouts and error bounds.
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
 #include "test_util.hpp"

@@ -1,15 +1,15 @@
 // error_feedback_test.cpp - the residual: what compression dropped is sent
 // later, nothing is lost for good, and one overflow does not poison it.
+#include "codec/error_feedback.hpp"
+
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include <boost/test/unit_test.hpp>
-
 #include "codec/codec.hpp"
-#include "codec/error_feedback.hpp"
 #include "test_util.hpp"
 
 using zring::CompressedGradient;

@@ -3,13 +3,12 @@
 // round-to-nearest-even reference elsewhere.
 #include <algorithm>
 #include <bit>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
 

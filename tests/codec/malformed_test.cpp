@@ -2,14 +2,12 @@
 // input: every bad payload is an Error(malformed_message), never a crash,
 // an out-of-range read or an allocation the payload does not justify.
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
-
 #include <zring/error.hpp>
 
 #include "codec/codec.hpp"
@@ -56,7 +54,8 @@ bool sparse_rejects(const codec::Codec& c, const Bytes& payload, std::size_t n) 
   std::vector<std::uint32_t> indices;
   std::vector<float> values;
   try {
-    codec::detail::decode_sparse_pairs(c.method(), payload.data(), payload.size(), n, indices, values);
+    codec::detail::decode_sparse_pairs(c.method(), payload.data(), payload.size(), n, indices,
+                                       values);
     BOOST_TEST(!rejected, "decode_sparse_pairs accepts what decode() rejects");
     if (rejected) return rejected;
     CompressedGradient g;
@@ -134,7 +133,8 @@ BOOST_AUTO_TEST_CASE(sparse_indices_and_varints_are_checked) {
     BOOST_TEST(sparse_rejects(*c, sparse(2, {3, 0}), n));         // repeated index
     BOOST_TEST(
         sparse_rejects(*c, sparse(1, {0x80, 0x80, 0x80, 0x80, 0x80, 0x00}), n));  // 6-byte varint
-    BOOST_TEST(sparse_rejects(*c, sparse(1, {0xff, 0xff, 0xff, 0xff, 0x1f}), 1u << 31));  // > 32 bits
+    BOOST_TEST(
+        sparse_rejects(*c, sparse(1, {0xff, 0xff, 0xff, 0xff, 0x1f}), 1u << 31));  // > 32 bits
     BOOST_TEST(sparse_rejects(*c, sparse(1, {0x83, 0x00}), n));  // padded (non-canonical)
     BOOST_TEST(sparse_rejects(*c, sparse(1, {0x83}), n));        // unterminated
     BOOST_TEST(sparse_rejects(*c, sparse(1, {3, 0}), n));        // trailing byte
@@ -142,7 +142,8 @@ BOOST_AUTO_TEST_CASE(sparse_indices_and_varints_are_checked) {
     // A gap that overflows 32 bits when added must not wrap around.
     BOOST_TEST(
         sparse_rejects(*c, sparse(2, {0xfe, 0xff, 0xff, 0xff, 0x0f, 0x05}), std::size_t{1} << 32));
-    BOOST_TEST(!sparse_rejects(*c, sparse(1, {0xff, 0xff, 0xff, 0xff, 0x0f}), std::size_t{1} << 32));
+    BOOST_TEST(
+        !sparse_rejects(*c, sparse(1, {0xff, 0xff, 0xff, 0xff, 0x0f}), std::size_t{1} << 32));
   }
 }
 

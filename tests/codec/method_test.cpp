@@ -1,12 +1,10 @@
 // method_test.cpp - CompressionMethod: factories, text form, kept_for.
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
-
 #include <zring/compression.hpp>
 #include <zring/error.hpp>
 

@@ -1,10 +1,9 @@
 // nonfinite_test.cpp - inf and nan never come out finite, whatever the codec,
 // so a loss scaler downstream still sees the overflow.
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
 #include "test_util.hpp"

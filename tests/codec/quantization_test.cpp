@@ -1,12 +1,11 @@
 // quantization_test.cpp - b-bit affine codes: the grid in the payload, and
 // every value within step/2 of its input.
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
 #include "test_util.hpp"

@@ -1,12 +1,11 @@
 // randomk_test.cpp - randomk sends the values at the seed's indices, and
 // inf/nan wherever they are.
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
 #include "test_util.hpp"

@@ -1,17 +1,16 @@
 // rng_test.cpp - the portable generator behind randomk, random_indices and
 // tensor_seed. Every rank must draw the same indices, so the exact outputs
 // are pinned: a change here breaks mixed-version rings.
+#include "codec/rng.hpp"
+
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <set>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
-
 #include <zring/error.hpp>
 
 #include "codec/codec.hpp"
-#include "codec/rng.hpp"
 #include "test_util.hpp"
 
 namespace codec = zring::codec;

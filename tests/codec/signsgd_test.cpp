@@ -1,10 +1,9 @@
 // signsgd_test.cpp - one sign bit per element and the block's mean |x|.
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
 #include "test_util.hpp"

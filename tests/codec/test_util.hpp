@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-
 #include <zring/compression.hpp>
 #include <zring/error.hpp>
 

@@ -1,10 +1,9 @@
 // threshold_test.cpp - threshold keeps exactly the pairs with |x| > t.
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
 #include "test_util.hpp"

@@ -6,13 +6,12 @@
 // Each value comes back with its own bits (a kept -0 stays -0).
 #include <algorithm>
 #include <bit>
+#include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
 #include "codec/sparse.hpp"
@@ -155,14 +154,16 @@ BOOST_AUTO_TEST_CASE(a_range_of_pairs_is_the_payload_of_its_slice) {
   const CompressedGradient g = c->compress(x.data(), n, {});
   for (const std::size_t begin : {std::size_t{0}, std::size_t{12345}, std::size_t{40000}}) {
     const std::size_t end = begin + 10000;
-    const auto first = std::lower_bound(g.indices.begin(), g.indices.end(), begin) - g.indices.begin();
+    const auto first =
+        std::lower_bound(g.indices.begin(), g.indices.end(), begin) - g.indices.begin();
     const auto last = std::lower_bound(g.indices.begin(), g.indices.end(), end) - g.indices.begin();
     const auto m = static_cast<std::size_t>(last - first);
     std::vector<std::uint8_t> range(codec::detail::sparse_bytes(g.indices.data() + first, m,
                                                                 static_cast<std::uint32_t>(begin)));
     codec::detail::encode_sparse_range(g.indices.data() + first, g.values.data() + first, m,
                                        static_cast<std::uint32_t>(begin), range.data());
-    const auto slice = codec::make_codec(CompressionMethod::topk(m))->compress(x.data() + begin, 10000, {});
+    const auto slice =
+        codec::make_codec(CompressionMethod::topk(m))->compress(x.data() + begin, 10000, {});
     BOOST_TEST((range == slice.payload), "values from " << begin);
   }
 }

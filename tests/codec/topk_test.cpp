@@ -1,14 +1,13 @@
 // topk_test.cpp - topk keeps exactly the k largest magnitudes, lower index
 // first among ties, checked against a full sort.
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 #include "codec/codec.hpp"
 #include "test_util.hpp"
@@ -84,11 +83,14 @@ BOOST_AUTO_TEST_CASE(large_inputs_through_the_sample_give_the_same_set) {
   // and nothing else is near them: the sample's bound is too high.
   const std::size_t samples = std::clamp<std::size_t>(n / 512, 1024, 16384);
   const std::size_t stride = n / samples;
-  for (std::size_t i = 0; i < n; ++i) x[i] = i % stride == 0 ? 100.0f + static_cast<float>(i % 7) : 1e-3f * static_cast<float>(i % 13);
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] =
+        i % stride == 0 ? 100.0f + static_cast<float>(i % 7) : 1e-3f * static_cast<float>(i % 13);
   for (std::size_t k : {std::size_t{100}, n / 100, n / 10})
     check_against_reference(x, CompressionMethod::topk(k));
   // And the opposite: the sampled positions hold the smallest values.
-  for (std::size_t i = 0; i < n; ++i) x[i] = i % stride == 0 ? 0.0f : 1.0f + static_cast<float>(i % 5);
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = i % stride == 0 ? 0.0f : 1.0f + static_cast<float>(i % 5);
   for (std::size_t k : {std::size_t{100}, n / 100})
     check_against_reference(x, CompressionMethod::topk(k));
 }

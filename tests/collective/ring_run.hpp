@@ -14,9 +14,9 @@
 namespace zring::collective::ring_test {
 
 struct RingRun {
-  std::vector<TensorMap> inputs;               // per rank
-  std::vector<std::vector<float>> outputs;     // per node, fused
-  std::vector<std::string> errors;             // per node ("" = ok)
+  std::vector<TensorMap> inputs;            // per rank
+  std::vector<std::vector<float>> outputs;  // per node, fused
+  std::vector<std::string> errors;          // per node ("" = ok)
   std::vector<ErrorCode> codes;
   std::vector<RingStats> stats;
 };

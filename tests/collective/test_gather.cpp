@@ -2,9 +2,8 @@
 // gather gets the same bits gathered as round the ring, op after op (error
 // feedback carries the same residuals), and a gathered op really is one
 // round: each node sends its summary and its values, nothing else.
-#include <boost/test/unit_test.hpp>
 #include <boost/test/data/test_case.hpp>
-
+#include <boost/test/unit_test.hpp>
 #include <cstring>
 
 #include "ring_run.hpp"
@@ -65,16 +64,17 @@ BOOST_DATA_TEST_CASE(gathered_ops_get_the_bits_of_the_ring,
   // (quant, sign), is one piece (at most 64 KiB).
   const auto sizes = std::vector<std::size_t>{1, 7, 1000, 5000, 0, 2000};
   const auto ring_size = static_cast<std::size_t>(nodes);
-  three_ops_both_ways(method_text, ring_size, static_cast<std::size_t>(local), sizes,
-                      [&](const Rings& runs) {
-    // One round: a summary and one piece of values per origin, forwarded to
-    // every other node; the ring sends more.
-    for (std::size_t n = 0; n < ring_size; ++n) {
-      BOOST_TEST(runs.gathered.stats[n].messages_sent == 2 * (ring_size - 1),
-                 "node " << n << " sent " << runs.gathered.stats[n].messages_sent << " messages");
-      BOOST_TEST(runs.ringed.stats[n].messages_sent > runs.gathered.stats[n].messages_sent);
-    }
-  });
+  three_ops_both_ways(
+      method_text, ring_size, static_cast<std::size_t>(local), sizes, [&](const Rings& runs) {
+        // One round: a summary and one piece of values per origin, forwarded to
+        // every other node; the ring sends more.
+        for (std::size_t n = 0; n < ring_size; ++n) {
+          BOOST_TEST(
+              runs.gathered.stats[n].messages_sent == 2 * (ring_size - 1),
+              "node " << n << " sent " << runs.gathered.stats[n].messages_sent << " messages");
+          BOOST_TEST(runs.ringed.stats[n].messages_sent > runs.gathered.stats[n].messages_sent);
+        }
+      });
 }
 
 // By default a one-float op is gathered: each of four nodes sends the

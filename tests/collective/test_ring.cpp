@@ -1,9 +1,8 @@
 // The ring schedules over the in-process transport: every method, a matrix
 // of ring sizes, local ranks and lengths, checked against the reference.
 #define BOOST_TEST_MODULE collective
-#include <boost/test/unit_test.hpp>
 #include <boost/test/data/test_case.hpp>
-
+#include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <future>
 #include <thread>
@@ -15,7 +14,6 @@ using namespace zring;
 using namespace zring::collective;
 using namespace zring::collective::ring_test;
 namespace bdata = boost::unit_test::data;
-
 
 BOOST_AUTO_TEST_CASE(geometry_covers_every_element_once) {
   for (std::size_t elements : {0, 1, 7, 100, 4097}) {
@@ -47,7 +45,8 @@ void three_ops_match_the_reference(const std::string& method_text, std::size_t n
   const CompressionMethod method = CompressionMethod::parse(method_text);
   const std::size_t world = nodes * local;
   InprocRing ring(nodes);
-  std::vector<std::vector<codec::ErrorFeedback>> residuals(nodes, std::vector<codec::ErrorFeedback>(local));
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(
+      nodes, std::vector<codec::ErrorFeedback>(local));
   std::vector<std::map<std::string, std::vector<float>>> ref_residuals(world);
   for (std::uint64_t op = 0; op < 3; ++op) {
     RingRun run;
@@ -66,8 +65,8 @@ void three_ops_match_the_reference(const std::string& method_text, std::size_t n
     const testing::Comparison cmp = testing::compare(result, expected);
     BOOST_TEST(cmp.ok(), method_text << " on " << nodes << "x" << local << ", op " << op << ": "
                                      << cmp.bad << " bad, " << cmp.at_boundary
-                                     << " at a boundary of " << cmp.elements << "; first: "
-                                     << cmp.first_bad);
+                                     << " at a boundary of " << cmp.elements
+                                     << "; first: " << cmp.first_bad);
   }
 }
 
@@ -84,7 +83,8 @@ BOOST_DATA_TEST_CASE(every_method_matches_the_reference,
 // as it goes: the same averages and residuals as the reference, op after
 // op, on the small and the large-op paths.
 BOOST_DATA_TEST_CASE(error_feedback_of_one_tensor_carries_the_residual_in_place,
-                     bdata::make({"ef:topk:5%", "ef:sign", "ef:quant:4", "ef:fp16", "ef:randomk:10%"}) *
+                     bdata::make({"ef:topk:5%", "ef:sign", "ef:quant:4", "ef:fp16",
+                                  "ef:randomk:10%"}) *
                          bdata::make({1, 3}) * bdata::make({1, 2}) * bdata::make({9000, 300000}),
                      method_text, nodes, local, elements) {
   three_ops_match_the_reference(method_text, nodes, local, {static_cast<std::size_t>(elements)},
@@ -101,16 +101,19 @@ BOOST_AUTO_TEST_CASE(large_ops_match_the_reference) {
   for (const char* text : {"none", "fp16", "quant:4", "ef:sign", "topk:1%", "ef:threshold:2.5"}) {
     const CompressionMethod method = CompressionMethod::parse(text);
     InprocRing ring(3);
-    std::vector<std::vector<codec::ErrorFeedback>> residuals(3, std::vector<codec::ErrorFeedback>(1));
+    std::vector<std::vector<codec::ErrorFeedback>> residuals(3,
+                                                             std::vector<codec::ErrorFeedback>(1));
     std::vector<std::map<std::string, std::vector<float>>> ref_residuals(3);
     for (std::uint64_t op = 0; op < 2; ++op) {
       RingRun run;
       const auto inputs = make_inputs(3, op, sizes);
       run_op(ring, 1, method, inputs, op, residuals, run);
       check_same_bits(run);
-      const testing::Comparison cmp = testing::compare(
-          unfuse(run.outputs[0], inputs[0]), testing::expected_average(method, inputs, &ref_residuals));
-      BOOST_TEST(cmp.ok(), text << " op " << op << ": " << cmp.bad << " bad; first: " << cmp.first_bad);
+      const testing::Comparison cmp =
+          testing::compare(unfuse(run.outputs[0], inputs[0]),
+                           testing::expected_average(method, inputs, &ref_residuals));
+      BOOST_TEST(cmp.ok(),
+                 text << " op " << op << ": " << cmp.bad << " bad; first: " << cmp.first_bad);
     }
   }
 }
@@ -124,7 +127,8 @@ BOOST_AUTO_TEST_CASE(failed_ops_leave_the_residuals_as_they_were) {
     const CompressionMethod method = CompressionMethod::parse(text);
     const std::vector<std::size_t> sizes = {1000, 5000};
     InprocRing ring(3);
-    std::vector<std::vector<codec::ErrorFeedback>> residuals(3, std::vector<codec::ErrorFeedback>(1));
+    std::vector<std::vector<codec::ErrorFeedback>> residuals(3,
+                                                             std::vector<codec::ErrorFeedback>(1));
     std::vector<std::map<std::string, std::vector<float>>> ref_residuals(3);
     RingRun run;
     const auto first = make_inputs(3, 0, sizes);
@@ -132,13 +136,15 @@ BOOST_AUTO_TEST_CASE(failed_ops_leave_the_residuals_as_they_were) {
     check_same_bits(run);
     (void)testing::expected_average(method, first, &ref_residuals);
 
-    run_op(ring, 1, method, make_inputs(3, 1, sizes), 1, residuals, run, 4096, [](std::size_t n, OpInput& in) {
-      if (n == 1) {
-        in.ranks.clear();
-        in.failure = Status{ErrorCode::timeout, "local rank 0 was late"};
-      }
-    });
-    for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(!run.errors[n].empty(), text << " op 1 node " << n);
+    run_op(ring, 1, method, make_inputs(3, 1, sizes), 1, residuals, run, 4096,
+           [](std::size_t n, OpInput& in) {
+             if (n == 1) {
+               in.ranks.clear();
+               in.failure = Status{ErrorCode::timeout, "local rank 0 was late"};
+             }
+           });
+    for (std::size_t n = 0; n < 3; ++n)
+      BOOST_TEST(!run.errors[n].empty(), text << " op 1 node " << n);
 
     InprocRing broken(3);
     broken.set_filter([](std::size_t, const Message& m) {
@@ -146,7 +152,8 @@ BOOST_AUTO_TEST_CASE(failed_ops_leave_the_residuals_as_they_were) {
     });
     run_op(broken, 1, method, make_inputs(3, 2, sizes), 2, residuals, run, 4096, nullptr,
            std::chrono::milliseconds(500));
-    for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(!run.errors[n].empty(), text << " op 2 node " << n);
+    for (std::size_t n = 0; n < 3; ++n)
+      BOOST_TEST(!run.errors[n].empty(), text << " op 2 node " << n);
 
     const auto third = make_inputs(3, 3, sizes);
     run_op(ring, 1, method, third, 3, residuals, run);

@@ -3,9 +3,8 @@
 // exactly; the reference comparisons of test_ring allow for summation order,
 // this one does not. The inputs are checked to make the order matter: the
 // same sum taken in reverse rank order has other bits somewhere.
-#include <boost/test/unit_test.hpp>
 #include <boost/test/data/test_case.hpp>
-
+#include <boost/test/unit_test.hpp>
 #include <cstring>
 
 #include "codec/codec.hpp"
@@ -60,16 +59,17 @@ BOOST_AUTO_TEST_SUITE(sparse)
 // Small ops and ops of 2^20 values or more (the streamed average), with
 // payloads cut into many pieces on the way (4 KiB chunks) or few.
 BOOST_DATA_TEST_CASE(results_are_the_rank_order_sum_to_the_bit,
-                     bdata::make({"topk:30%", "topk:1%", "threshold:1.5"}) *
-                         bdata::make({1, 3}) * bdata::make({1, 2}) * bdata::make({0, 1}),
+                     bdata::make({"topk:30%", "topk:1%", "threshold:1.5"}) * bdata::make({1, 3}) *
+                         bdata::make({1, 2}) * bdata::make({0, 1}),
                      method_text, nodes, local, large) {
   const CompressionMethod method = CompressionMethod::parse(method_text);
-  const std::vector<std::size_t> sizes =
-      large ? std::vector<std::size_t>{1100003, 4099, 7} : std::vector<std::size_t>{1000, 0, 5000, 9000};
+  const std::vector<std::size_t> sizes = large ? std::vector<std::size_t>{1100003, 4099, 7}
+                                               : std::vector<std::size_t>{1000, 0, 5000, 9000};
   const std::size_t world = static_cast<std::size_t>(nodes * local);
   InprocRing ring(static_cast<std::size_t>(nodes));
   std::vector<std::vector<codec::ErrorFeedback>> residuals(
-      static_cast<std::size_t>(nodes), std::vector<codec::ErrorFeedback>(static_cast<std::size_t>(local)));
+      static_cast<std::size_t>(nodes),
+      std::vector<codec::ErrorFeedback>(static_cast<std::size_t>(local)));
   const auto inputs = make_inputs(world, 0, sizes);
   RingRun run;
   run_op(ring, static_cast<std::size_t>(local), method, inputs, 0, residuals, run,
@@ -94,7 +94,8 @@ BOOST_AUTO_TEST_CASE(a_node_holds_a_window_of_frames_not_every_payload) {
   constexpr std::size_t kNodes = 3, kLocal = 2, kElements = std::size_t{1} << 21, kChunk = 4096;
   constexpr std::size_t kFrames = kElements / kChunk;
   InprocRing ring(kNodes);
-  std::vector<std::vector<codec::ErrorFeedback>> residuals(kNodes, std::vector<codec::ErrorFeedback>(kLocal));
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(
+      kNodes, std::vector<codec::ErrorFeedback>(kLocal));
   const auto inputs = make_inputs(kNodes * kLocal, 0, {kElements});
   RingRun run;
   run_op(ring, kLocal, method, inputs, 0, residuals, run, kChunk);

@@ -1,8 +1,7 @@
 // The ring with staged input: values that arrive while the op runs, and
 // averages published segment by segment as they become final.
-#include <boost/test/unit_test.hpp>
-
 #include <atomic>
+#include <boost/test/unit_test.hpp>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -22,7 +21,10 @@ namespace {
 class FedStaging final : public LocalStaging {
  public:
   FedStaging(const std::vector<float>& source, float* buffer, StagingOrder order)
-      : source_(source), buffer_(buffer), order_(order), published_(order.segments(), 0),
+      : source_(source),
+        buffer_(buffer),
+        order_(order),
+        published_(order.segments(), 0),
         snapshots_(order.segments()) {}
 
   void feed(std::size_t piece) {
@@ -139,7 +141,8 @@ std::vector<std::vector<float>> run(const std::string& method, std::size_t nodes
     feeders.emplace_back([&, n] { (*stagings)[n]->feed(3000); });
   for (auto& t : feeders) t.join();
   for (auto& t : threads) t.join();
-  for (std::size_t n = 0; n < nodes; ++n) BOOST_TEST_REQUIRE(errors[n].empty(), "node " << n << ": " << errors[n]);
+  for (std::size_t n = 0; n < nodes; ++n)
+    BOOST_TEST_REQUIRE(errors[n].empty(), "node " << n << ": " << errors[n]);
   return buffers;
 }
 
@@ -171,29 +174,29 @@ BOOST_AUTO_TEST_CASE(staging_order_counts_every_element_once_own_segment_first) 
 // and publish as their ring (fp16, quant) or their average (topk) goes.
 BOOST_AUTO_TEST_CASE(staged_ops_give_the_bits_of_whole_inputs_and_publish_only_final_values) {
   for (const std::string method : {"none", "fp16", "quant:8", "topk:1%", "randomk:1%"})
-  for (std::size_t nodes : {1, 2, 3, 4}) {
-    const std::size_t elements = 300007;  // past the sparse plan's publishing step
-    const auto whole = run(method, nodes, elements, false, nullptr);
-    std::vector<std::unique_ptr<FedStaging>> stagings;
-    const auto staged = run(method, nodes, elements, true, &stagings);
-    for (std::size_t n = 0; n < nodes; ++n) {
-      BOOST_TEST_INFO(method << ", node " << n << " of " << nodes);
-      BOOST_TEST(std::memcmp(staged[n].data(), whole[0].data(), elements * sizeof(float)) == 0);
-      const FedStaging& s = *stagings[n];
-      BOOST_TEST(!s.backwards_);
-      BOOST_TEST(s.max_needed_ == elements);
-      for (std::size_t seg = 0; seg < nodes; ++seg) {
-        const std::size_t length = s.order().end(seg) - s.order().begin(seg);
-        // Published all, or (one node's ring, randomk) nothing: the answer
-        // then says all is done.
-        const bool none_published = nodes == 1 || method.rfind("randomk", 0) == 0;
-        if (!none_published || s.published_[seg] != 0)
-          BOOST_TEST(s.published_[seg] == length, "segment " << seg);
-        // What was published was already final when it was published.
-        if (!s.snapshots_[seg].empty())
-          BOOST_TEST(std::memcmp(s.snapshots_[seg].data(), whole[0].data() + s.order().begin(seg),
-                                 s.snapshots_[seg].size() * sizeof(float)) == 0);
+    for (std::size_t nodes : {1, 2, 3, 4}) {
+      const std::size_t elements = 300007;  // past the sparse plan's publishing step
+      const auto whole = run(method, nodes, elements, false, nullptr);
+      std::vector<std::unique_ptr<FedStaging>> stagings;
+      const auto staged = run(method, nodes, elements, true, &stagings);
+      for (std::size_t n = 0; n < nodes; ++n) {
+        BOOST_TEST_INFO(method << ", node " << n << " of " << nodes);
+        BOOST_TEST(std::memcmp(staged[n].data(), whole[0].data(), elements * sizeof(float)) == 0);
+        const FedStaging& s = *stagings[n];
+        BOOST_TEST(!s.backwards_);
+        BOOST_TEST(s.max_needed_ == elements);
+        for (std::size_t seg = 0; seg < nodes; ++seg) {
+          const std::size_t length = s.order().end(seg) - s.order().begin(seg);
+          // Published all, or (one node's ring, randomk) nothing: the answer
+          // then says all is done.
+          const bool none_published = nodes == 1 || method.rfind("randomk", 0) == 0;
+          if (!none_published || s.published_[seg] != 0)
+            BOOST_TEST(s.published_[seg] == length, "segment " << seg);
+          // What was published was already final when it was published.
+          if (!s.snapshots_[seg].empty())
+            BOOST_TEST(std::memcmp(s.snapshots_[seg].data(), whole[0].data() + s.order().begin(seg),
+                                   s.snapshots_[seg].size() * sizeof(float)) == 0);
+        }
       }
     }
-  }
 }

@@ -2,14 +2,10 @@
 // load, defaults apply, and every invalid file fails with config_invalid and a
 // message naming the source, the key and the problem.
 #define BOOST_TEST_MODULE zring config
-#include <boost/test/unit_test.hpp>
-
-#include <zring/config.hpp>
-#include <zring/error.hpp>
-
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,6 +13,8 @@
 #include <set>
 #include <string>
 #include <vector>
+#include <zring/config.hpp>
+#include <zring/error.hpp>
 
 namespace fs = std::filesystem;
 using zring::parse_config;
@@ -40,8 +38,10 @@ std::string ring_of(const std::string& nodes) {
 
 // A two-node ring whose second node has the given address.
 std::string ring_with_address(const std::string& address) {
-  return ring_of("  - {name: a, address: tcp://10.0.0.1:7101}\n"
-                 "  - {name: b, address: \"" + address + "\"}\n");
+  return ring_of(
+      "  - {name: a, address: tcp://10.0.0.1:7101}\n"
+      "  - {name: b, address: \"" +
+      address + "\"}\n");
 }
 
 boost::test_tools::predicate_result contains(const std::string& text, const std::string& part) {
@@ -51,7 +51,8 @@ boost::test_tools::predicate_result contains(const std::string& text, const std:
   return result;
 }
 
-boost::test_tools::predicate_result starts_with(const std::string& text, const std::string& prefix) {
+boost::test_tools::predicate_result starts_with(const std::string& text,
+                                                const std::string& prefix) {
   if (text.rfind(prefix, 0) == 0) return true;
   boost::test_tools::predicate_result result(false);
   result.message() << "[" << text << "] does not start with [" << prefix << "]";
@@ -59,7 +60,8 @@ boost::test_tools::predicate_result starts_with(const std::string& text, const s
 }
 
 // The message of the config_invalid error parsing `yaml` must throw.
-std::string error_of(const std::string& yaml, const std::optional<std::string>& node = std::nullopt) {
+std::string error_of(const std::string& yaml,
+                     const std::optional<std::string>& node = std::nullopt) {
   try {
     parse_config(yaml, "ring.yaml", node);
   } catch (const zring::Error& e) {
@@ -133,7 +135,8 @@ BOOST_AUTO_TEST_CASE(every_example_parses_with_each_node_as_self) {
       std::set<std::string> ipc_endpoints;
       for (std::size_t i = 0; i < example.nodes.size(); ++i) {
         // The secret key files an example names exist on its nodes, not here.
-        const RingConfig config = zring::load_config(path, example.nodes[i], zring::SecretKey::skip);
+        const RingConfig config =
+            zring::load_config(path, example.nodes[i], zring::SecretKey::skip);
         BOOST_TEST(config.self == example.nodes[i]);
         BOOST_TEST(config.self_index == i);
         BOOST_TEST(config.self_node().name == example.nodes[i]);
@@ -141,13 +144,15 @@ BOOST_AUTO_TEST_CASE(every_example_parses_with_each_node_as_self) {
         BOOST_TEST(config.source == path);
         BOOST_TEST(starts_with(config.ipc, "ipc:///"));
         BOOST_TEST(config.world_size() == example.nodes.size() * config.local_ranks);
-        for (std::size_t j = 0; j < example.nodes.size(); ++j) BOOST_TEST(config.nodes[j].name == example.nodes[j]);
+        for (std::size_t j = 0; j < example.nodes.size(); ++j)
+          BOOST_TEST(config.nodes[j].name == example.nodes[j]);
         ipc_endpoints.insert(config.ipc);
       }
       // Nodes sharing a host (all of them, in the local rings) need their own sockets.
       const RingConfig any = zring::load_config(path, example.nodes[0], zring::SecretKey::skip);
-      const bool one_host = std::all_of(any.nodes.begin(), any.nodes.end(),
-                                        [&](const zring::NodeConfig& n) { return n.host == any.nodes[0].host; });
+      const bool one_host =
+          std::all_of(any.nodes.begin(), any.nodes.end(),
+                      [&](const zring::NodeConfig& n) { return n.host == any.nodes[0].host; });
       if (one_host) BOOST_TEST(ipc_endpoints.size() == example.nodes.size());
     }
   }
@@ -158,9 +163,11 @@ BOOST_AUTO_TEST_CASE(examples_without_node_use_their_self_or_ask_for_it) {
     BOOST_TEST_CONTEXT(file) {
       const std::string path = (kConfigs / file).string();
       if (example.self) {
-        BOOST_TEST(zring::load_config(path, std::nullopt, zring::SecretKey::skip).self == *example.self);
+        BOOST_TEST(zring::load_config(path, std::nullopt, zring::SecretKey::skip).self ==
+                   *example.self);
       } else {
-        BOOST_TEST(load_error(path) == path + ": self: missing (set it in the file or pass --node NAME)");
+        BOOST_TEST(load_error(path) ==
+                   path + ": self: missing (set it in the file or pass --node NAME)");
       }
     }
   }
@@ -186,7 +193,9 @@ BOOST_AUTO_TEST_CASE(two_host_curve_names_a_key_per_node) {
     BOOST_TEST(config.nodes[1].public_key.size() == 40u);
   }
   // Read for real, the key file must be there.
-  BOOST_TEST(contains(load_error(path), path + ": nodes[0].secret_key_file: '/etc/zring/keys/gpu-1.key': cannot open"));
+  BOOST_TEST(
+      contains(load_error(path),
+               path + ": nodes[0].secret_key_file: '/etc/zring/keys/gpu-1.key': cannot open"));
   BOOST_TEST(!zring::load_config((kConfigs / "two-host.yaml").string()).curve.has_value());
 }
 
@@ -223,13 +232,15 @@ BOOST_AUTO_TEST_CASE(minimal_ring_gets_the_defaults) {
 BOOST_AUTO_TEST_CASE(min_nodes_defaults_to_a_strict_majority) {
   std::string nodes;
   for (std::size_t n = 1; n <= 6; ++n) {
-    nodes += "  - {name: n" + std::to_string(n) + ", address: tcp://h" + std::to_string(n) + ":1}\n";
+    nodes +=
+        "  - {name: n" + std::to_string(n) + ", address: tcp://h" + std::to_string(n) + ":1}\n";
     std::string yaml = "nodes:\n" + nodes + "self: n1\nipc: ipc:///run/zring/zringd.sock\n";
     BOOST_TEST(parse_config(yaml, "r").min_nodes == n / 2 + 1, n << " nodes");
     BOOST_TEST(parse_config(yaml + "min_nodes: 1\n", "r").min_nodes == 1u);
     BOOST_TEST(parse_config(yaml + "min_nodes: " + std::to_string(n) + "\n", "r").min_nodes == n);
-    BOOST_TEST(starts_with(error_of(yaml + "min_nodes: " + std::to_string(n + 1) + "\n"),
-                           "ring.yaml: min_nodes: " + std::to_string(n + 1) + " is above " + std::to_string(n)));
+    BOOST_TEST(starts_with(
+        error_of(yaml + "min_nodes: " + std::to_string(n + 1) + "\n"),
+        "ring.yaml: min_nodes: " + std::to_string(n + 1) + " is above " + std::to_string(n)));
   }
 }
 
@@ -243,11 +254,12 @@ BOOST_AUTO_TEST_CASE(nodes_keep_ring_order_host_and_port) {
 }
 
 BOOST_AUTO_TEST_CASE(every_setting_is_read) {
-  const RingConfig config = parse_config(kRing +
-                                             "local_ranks: 8\ntimeout_ms: 20000\nheartbeat_ms: 250\n"
-                                             "chunk_bytes: 65536\nmax_message_bytes: 131072\nlog_level: debug\n"
-                                             "gather_bytes: 0\n",
-                                         "ring.yaml");
+  const RingConfig config =
+      parse_config(kRing +
+                       "local_ranks: 8\ntimeout_ms: 20000\nheartbeat_ms: 250\n"
+                       "chunk_bytes: 65536\nmax_message_bytes: 131072\nlog_level: debug\n"
+                       "gather_bytes: 0\n",
+                   "ring.yaml");
   BOOST_TEST(config.local_ranks == 8u);
   BOOST_TEST(config.timeout.count() == 20000);
   BOOST_TEST(config.heartbeat.count() == 250);
@@ -259,27 +271,30 @@ BOOST_AUTO_TEST_CASE(every_setting_is_read) {
 }
 
 BOOST_AUTO_TEST_CASE(heartbeat_defaults_to_min_of_500_and_a_quarter_timeout) {
-  const std::map<int, int> heartbeat_for_timeout{{100, 25}, {1000, 250}, {2000, 500}, {3600000, 500}};
+  const std::map<int, int> heartbeat_for_timeout{
+      {100, 25}, {1000, 250}, {2000, 500}, {3600000, 500}};
   for (const auto& [timeout, heartbeat] : heartbeat_for_timeout) {
-    const auto config = parse_config(kRing + "timeout_ms: " + std::to_string(timeout) + "\n", "ring.yaml");
+    const auto config =
+        parse_config(kRing + "timeout_ms: " + std::to_string(timeout) + "\n", "ring.yaml");
     BOOST_TEST(config.heartbeat.count() == heartbeat, "timeout_ms " << timeout);
   }
 }
 
 BOOST_AUTO_TEST_CASE(world_size_is_nodes_times_local_ranks) {
-  const std::string three = ring_of("  - {name: a, address: tcp://h1:1}\n"
-                                    "  - {name: b, address: tcp://h2:1}\n"
-                                    "  - {name: c, address: tcp://h3:1}\n");
+  const std::string three = ring_of(
+      "  - {name: a, address: tcp://h1:1}\n"
+      "  - {name: b, address: tcp://h2:1}\n"
+      "  - {name: c, address: tcp://h3:1}\n");
   BOOST_TEST(parse_config(three + "local_ranks: 4\n", "r").world_size() == 12u);
   BOOST_TEST(parse_config(ring_of("  - {name: a, address: tcp://h1:1}\n"), "r").world_size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(bounds_are_inclusive) {
-  for (const std::string extra : {"local_ranks: 1024\n", "timeout_ms: 100\n", "timeout_ms: 3600000\n",
-                                  "chunk_bytes: 65536\n", "chunk_bytes: 67108864\n", "heartbeat_ms: 10\n",
-                                  "heartbeat_ms: 4999\n", "max_message_bytes: 1114112\n",
-                                  "max_message_bytes: 4294967296\n", "gather_bytes: 0\n",
-                                  "gather_bytes: 67108864\n"}) {
+  for (const std::string extra :
+       {"local_ranks: 1024\n", "timeout_ms: 100\n", "timeout_ms: 3600000\n", "chunk_bytes: 65536\n",
+        "chunk_bytes: 67108864\n", "heartbeat_ms: 10\n", "heartbeat_ms: 4999\n",
+        "max_message_bytes: 1114112\n", "max_message_bytes: 4294967296\n", "gather_bytes: 0\n",
+        "gather_bytes: 67108864\n"}) {
     BOOST_CHECK_NO_THROW(parse_config(kRing + extra, "ring.yaml"));
   }
 }
@@ -304,22 +319,25 @@ BOOST_AUTO_TEST_CASE(node_argument_overrides_the_file) {
 }
 
 BOOST_AUTO_TEST_CASE(node_argument_replaces_a_wrong_self_in_the_file) {
-  const std::string yaml = ring_of("  - {name: a, address: tcp://h1:1}\n  - {name: b, address: tcp://h2:1}\n");
+  const std::string yaml =
+      ring_of("  - {name: a, address: tcp://h1:1}\n  - {name: b, address: tcp://h2:1}\n");
   std::string wrong = yaml;
   wrong.replace(wrong.find("self: a"), 7, "self: zz");
   BOOST_TEST(parse_config(wrong, "r", "b").self == "b");
 }
 
 BOOST_AUTO_TEST_CASE(unknown_node_argument) {
-  BOOST_TEST(error_of(kRing, "x") == "ring.yaml: self: 'x' (from --node) is not one of the nodes (a, b)");
+  BOOST_TEST(error_of(kRing, "x") ==
+             "ring.yaml: self: 'x' (from --node) is not one of the nodes (a, b)");
 }
 
 BOOST_AUTO_TEST_CASE(self_not_in_nodes) {
-  const std::string yaml = "nodes:\n"
-                           "  - {name: a, address: tcp://h1:1}\n"
-                           "  - {name: b, address: tcp://h2:1}\n"
-                           "  - {name: c, address: tcp://h3:1}\n"
-                           "self: x\nipc: ipc:///s\n";
+  const std::string yaml =
+      "nodes:\n"
+      "  - {name: a, address: tcp://h1:1}\n"
+      "  - {name: b, address: tcp://h2:1}\n"
+      "  - {name: c, address: tcp://h3:1}\n"
+      "self: x\nipc: ipc:///s\n";
   BOOST_TEST(error_of(yaml) == "ring.yaml: self: 'x' is not one of the nodes (a, b, c)");
 }
 
@@ -341,7 +359,8 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(nodes)
 
 BOOST_AUTO_TEST_CASE(duplicate_name) {
-  const std::string yaml = ring_of("  - {name: b, address: tcp://h1:1}\n  - {name: b, address: tcp://h2:1}\n");
+  const std::string yaml =
+      ring_of("  - {name: b, address: tcp://h1:1}\n  - {name: b, address: tcp://h2:1}\n");
   BOOST_TEST(error_of(yaml, "b") == "ring.yaml: nodes[1].name: duplicate name 'b' (also nodes[0])");
 }
 
@@ -352,8 +371,10 @@ BOOST_AUTO_TEST_CASE(duplicate_address_in_any_spelling) {
       {"tcp://[::1]:7101", "tcp://[0:0::1]:7101"},
   };
   for (const auto& [first, second] : same) {
-    const std::string yaml = ring_of("  - {name: a, address: \"" + first + "\", ipc: ipc:///a}\n"
-                                     "  - {name: b, address: \"" + second + "\", ipc: ipc:///b}\n");
+    const std::string yaml = ring_of("  - {name: a, address: \"" + first +
+                                     "\", ipc: ipc:///a}\n"
+                                     "  - {name: b, address: \"" +
+                                     second + "\", ipc: ipc:///b}\n");
     const std::string message = error_of(yaml);
     BOOST_TEST(starts_with(message, "ring.yaml: nodes[1].address: '" + second + "'"));
     BOOST_TEST(contains(message, "is the same endpoint as nodes[0].address '" + first + "'"));
@@ -361,8 +382,9 @@ BOOST_AUTO_TEST_CASE(duplicate_address_in_any_spelling) {
 }
 
 BOOST_AUTO_TEST_CASE(same_host_different_ports_is_fine) {
-  const std::string yaml = ring_of("  - {name: a, address: tcp://h1:7101, ipc: ipc:///a}\n"
-                                   "  - {name: b, address: tcp://h1:7102, ipc: ipc:///b}\n");
+  const std::string yaml = ring_of(
+      "  - {name: a, address: tcp://h1:7101, ipc: ipc:///a}\n"
+      "  - {name: b, address: tcp://h1:7102, ipc: ipc:///b}\n");
   BOOST_TEST(parse_config(yaml, "r").nodes[1].port == 7102);
 }
 
@@ -375,16 +397,19 @@ BOOST_AUTO_TEST_CASE(bad_names) {
       {std::string(65, 'x'), "is 65 characters, more than 64"},
   };
   for (const auto& [name, problem] : cases) {
-    const std::string message = error_of(ring_of("  - {name: \"" + name + "\", address: tcp://h1:1}\n"), name);
+    const std::string message =
+        error_of(ring_of("  - {name: \"" + name + "\", address: tcp://h1:1}\n"), name);
     BOOST_TEST(starts_with(message, "ring.yaml: nodes[0].name: "));
     BOOST_TEST(contains(message, problem));
   }
 }
 
 BOOST_AUTO_TEST_CASE(good_names) {
-  for (const std::string& name : {std::string(64, 'x'), std::string("Node_1.rack-2"), std::string("7")}) {
-    BOOST_TEST(parse_config(ring_of("  - {name: \"" + name + "\", address: tcp://h1:1}\n"), "r", name).self ==
-               name);
+  for (const std::string& name :
+       {std::string(64, 'x'), std::string("Node_1.rack-2"), std::string("7")}) {
+    BOOST_TEST(
+        parse_config(ring_of("  - {name: \"" + name + "\", address: tcp://h1:1}\n"), "r", name)
+            .self == name);
   }
 }
 
@@ -393,15 +418,18 @@ BOOST_AUTO_TEST_CASE(missing_fields) {
              "ring.yaml: nodes[0].name: missing (every node needs a name)");
   BOOST_TEST(error_of(ring_of("  - {name: a}\n")) ==
              "ring.yaml: nodes[0].address: missing (expected tcp://HOST:PORT)");
-  BOOST_TEST(contains(error_of(ring_of("  - {name: a, address: }\n")), "nodes[0].address: has no value"));
+  BOOST_TEST(
+      contains(error_of(ring_of("  - {name: a, address: }\n")), "nodes[0].address: has no value"));
 }
 
 BOOST_AUTO_TEST_CASE(wrong_shapes) {
   BOOST_TEST(contains(error_of("nodes: [a, b]\nself: a\nipc: ipc:///s\n"),
-                      "ring.yaml: nodes[0]: expected a map like {name: a, address: tcp://HOST:PORT}, got the value 'a'"));
+                      "ring.yaml: nodes[0]: expected a map like {name: a, address: "
+                      "tcp://HOST:PORT}, got the value 'a'"));
   BOOST_TEST(contains(error_of("nodes: {a: tcp://h:1}\nself: a\nipc: ipc:///s\n"),
                       "ring.yaml: nodes: expected a list of {name, address} maps, got a map"));
-  BOOST_TEST(error_of("nodes: []\nself: a\nipc: ipc:///s\n") == "ring.yaml: nodes: is empty; list at least one node");
+  BOOST_TEST(error_of("nodes: []\nself: a\nipc: ipc:///s\n") ==
+             "ring.yaml: nodes: is empty; list at least one node");
   BOOST_TEST(contains(error_of("self: a\nipc: ipc:///s\n"), "ring.yaml: nodes: missing"));
   BOOST_TEST(contains(error_of(ring_of("  - {name: [a], address: tcp://h1:1}\n")),
                       "ring.yaml: nodes[0].name: expected a string, got a list"));
@@ -409,7 +437,8 @@ BOOST_AUTO_TEST_CASE(wrong_shapes) {
 
 BOOST_AUTO_TEST_CASE(unknown_node_key) {
   const std::string message = error_of(ring_of("  - {name: a, adress: tcp://h1:1}\n"));
-  BOOST_TEST(starts_with(message, "ring.yaml: nodes[0].adress: unknown key; did you mean 'address'?"));
+  BOOST_TEST(
+      starts_with(message, "ring.yaml: nodes[0].adress: unknown key; did you mean 'address'?"));
   BOOST_TEST(contains(message, "(known keys: name, address, ipc, public_key, secret_key_file)"));
 }
 
@@ -420,11 +449,13 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(addresses)
 
 BOOST_AUTO_TEST_CASE(address_without_port) {
-  const std::string yaml = ring_of("  - {name: a, address: tcp://10.0.0.1:7101}\n"
-                                   "  - {name: b, address: tcp://10.0.0.2:7101}\n"
-                                   "  - {name: c, address: tcp://10.0.0.3}\n");
-  BOOST_TEST(error_of(yaml) ==
-             "ring.yaml: nodes[2].address: 'tcp://10.0.0.3' has no port (expected tcp://HOST:PORT)");
+  const std::string yaml = ring_of(
+      "  - {name: a, address: tcp://10.0.0.1:7101}\n"
+      "  - {name: b, address: tcp://10.0.0.2:7101}\n"
+      "  - {name: c, address: tcp://10.0.0.3}\n");
+  BOOST_TEST(
+      error_of(yaml) ==
+      "ring.yaml: nodes[2].address: 'tcp://10.0.0.3' has no port (expected tcp://HOST:PORT)");
 }
 
 BOOST_AUTO_TEST_CASE(bad_addresses) {
@@ -466,10 +497,11 @@ BOOST_AUTO_TEST_CASE(bad_addresses) {
 }
 
 BOOST_AUTO_TEST_CASE(ipv6_and_host_names) {
-  const std::string yaml = ring_of("  - {name: a, address: \"tcp://[::1]:7101\", ipc: ipc:///a}\n"
-                                   "  - {name: b, address: \"tcp://[fe80::1:2]:65535\"}\n"
-                                   "  - {name: c, address: tcp://node-3.example.com:1}\n"
-                                   "  - {name: d, address: tcp://zring_d:7101}\n");
+  const std::string yaml = ring_of(
+      "  - {name: a, address: \"tcp://[::1]:7101\", ipc: ipc:///a}\n"
+      "  - {name: b, address: \"tcp://[fe80::1:2]:65535\"}\n"
+      "  - {name: c, address: tcp://node-3.example.com:1}\n"
+      "  - {name: d, address: tcp://zring_d:7101}\n");
   const RingConfig config = parse_config(yaml, "r");
   BOOST_TEST(config.nodes[0].host == "::1");
   BOOST_TEST(config.nodes[0].port == 7101);
@@ -522,8 +554,9 @@ BOOST_AUTO_TEST_CASE(longest_path_is_99_bytes) {
 }
 
 BOOST_AUTO_TEST_CASE(node_ipc_overrides_top_level_for_that_node) {
-  const std::string yaml = ring_of("  - {name: a, address: tcp://h1:1}\n"
-                                   "  - {name: b, address: tcp://h2:1, ipc: ipc:///tmp/b.sock}\n");
+  const std::string yaml = ring_of(
+      "  - {name: a, address: tcp://h1:1}\n"
+      "  - {name: b, address: tcp://h2:1, ipc: ipc:///tmp/b.sock}\n");
   const RingConfig as_a = parse_config(yaml, "r", "a");
   const RingConfig as_b = parse_config(yaml, "r", "b");
   BOOST_TEST(as_a.ipc == "ipc:///run/zring/zringd.sock");
@@ -534,25 +567,32 @@ BOOST_AUTO_TEST_CASE(node_ipc_overrides_top_level_for_that_node) {
 
 BOOST_AUTO_TEST_CASE(node_ipc_is_validated) {
   const std::string yaml = ring_of("  - {name: a, address: tcp://h1:1, ipc: ipc://rel.sock}\n");
-  BOOST_TEST(starts_with(error_of(yaml), "ring.yaml: nodes[0].ipc: 'ipc://rel.sock' has a relative path"));
+  BOOST_TEST(
+      starts_with(error_of(yaml), "ring.yaml: nodes[0].ipc: 'ipc://rel.sock' has a relative path"));
 }
 
 BOOST_AUTO_TEST_CASE(every_node_needs_an_ipc) {
-  const std::string yaml = "nodes:\n  - {name: a, address: tcp://h1:1, ipc: ipc:///a}\n"
-                           "  - {name: b, address: tcp://h2:1}\nself: a\n";
-  BOOST_TEST(contains(error_of(yaml), "ring.yaml: nodes[1].ipc: missing, and there is no top-level ipc"));
+  const std::string yaml =
+      "nodes:\n  - {name: a, address: tcp://h1:1, ipc: ipc:///a}\n"
+      "  - {name: b, address: tcp://h2:1}\nself: a\n";
+  BOOST_TEST(
+      contains(error_of(yaml), "ring.yaml: nodes[1].ipc: missing, and there is no top-level ipc"));
 }
 
 BOOST_AUTO_TEST_CASE(daemons_on_one_host_need_their_own_ipc) {
   // The design's minimal example: two loopback daemons sharing one socket.
-  const std::string shared = ring_of("  - {name: a, address: tcp://127.0.0.1:7101}\n"
-                                     "  - {name: b, address: tcp://127.0.0.1:7102}\n");
+  const std::string shared = ring_of(
+      "  - {name: a, address: tcp://127.0.0.1:7101}\n"
+      "  - {name: b, address: tcp://127.0.0.1:7102}\n");
   const std::string message = error_of(shared);
-  BOOST_TEST(starts_with(message, "ring.yaml: nodes[1].ipc: 'ipc:///run/zring/zringd.sock' (the top-level ipc)"));
+  BOOST_TEST(starts_with(
+      message, "ring.yaml: nodes[1].ipc: 'ipc:///run/zring/zringd.sock' (the top-level ipc)"));
   BOOST_TEST(contains(message, "also the ipc endpoint of nodes[0] on host '127.0.0.1'"));
-  const std::string same_override = ring_of("  - {name: a, address: tcp://H:1, ipc: ipc:///x}\n"
-                                            "  - {name: b, address: tcp://h:2, ipc: ipc:///x}\n");
-  BOOST_TEST(contains(error_of(same_override), "nodes[1].ipc: 'ipc:///x' is also the ipc endpoint of nodes[0]"));
+  const std::string same_override = ring_of(
+      "  - {name: a, address: tcp://H:1, ipc: ipc:///x}\n"
+      "  - {name: b, address: tcp://h:2, ipc: ipc:///x}\n");
+  BOOST_TEST(contains(error_of(same_override),
+                      "nodes[1].ipc: 'ipc:///x' is also the ipc endpoint of nodes[0]"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -566,7 +606,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_and_malformed) {
       {"local_ranks: 0", "ring.yaml: local_ranks: 0 is below 1"},
       {"local_ranks: 1025", "ring.yaml: local_ranks: 1025 is above 1024"},
       {"local_ranks: -1", "ring.yaml: local_ranks: -1 is below 1"},
-      {"local_ranks: 99999999999999999999999", "ring.yaml: local_ranks: 99999999999999999999999 is above 1024"},
+      {"local_ranks: 99999999999999999999999",
+       "ring.yaml: local_ranks: 99999999999999999999999 is above 1024"},
       {"timeout_ms: abc", "ring.yaml: timeout_ms: 'abc' is not an integer"},
       {"timeout_ms: 1.5", "ring.yaml: timeout_ms: '1.5' is not an integer"},
       {"timeout_ms: 1e4", "ring.yaml: timeout_ms: '1e4' is not an integer"},
@@ -580,7 +621,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_and_malformed) {
       {"timeout_ms: 99", "ring.yaml: timeout_ms: 99 is below 100"},
       {"timeout_ms: 3600001", "ring.yaml: timeout_ms: 3600001 is above 3600000"},
       {"heartbeat_ms: 5", "ring.yaml: heartbeat_ms: 5 is below 10"},
-      {"heartbeat_ms: 5000", "ring.yaml: heartbeat_ms: 5000 must be less than half of timeout_ms (10000 / 2)"},
+      {"heartbeat_ms: 5000",
+       "ring.yaml: heartbeat_ms: 5000 must be less than half of timeout_ms (10000 / 2)"},
       {"chunk_bytes: 1000", "ring.yaml: chunk_bytes: 1000 is below 65536 (64 KiB)"},
       {"chunk_bytes: 67108868", "ring.yaml: chunk_bytes: 67108868 is above 67108864 (64 MiB)"},
       {"chunk_bytes: 65538", "ring.yaml: chunk_bytes: 65538 is not a multiple of 4"},
@@ -589,10 +631,12 @@ BOOST_AUTO_TEST_CASE(out_of_range_and_malformed) {
       {"min_nodes: 0", "ring.yaml: min_nodes: 0 is below 1"},
       {"min_nodes: 3", "ring.yaml: min_nodes: 3 is above 2"},
       {"max_message_bytes: 1000", "ring.yaml: max_message_bytes: 1000 is below 131072 (128 KiB)"},
-      {"max_message_bytes: 5000000000", "ring.yaml: max_message_bytes: 5000000000 is above 4294967296 (4 GiB)"},
+      {"max_message_bytes: 5000000000",
+       "ring.yaml: max_message_bytes: 5000000000 is above 4294967296 (4 GiB)"},
       {"max_message_bytes: 1114111",
        "ring.yaml: max_message_bytes: 1114111 is below chunk_bytes + 64 KiB (1114112)"},
-      {"log_level: verbose", "ring.yaml: log_level: 'verbose' is not one of error, warn, info, debug"},
+      {"log_level: verbose",
+       "ring.yaml: log_level: 'verbose' is not one of error, warn, info, debug"},
       {"log_level: INFO", "ring.yaml: log_level: 'INFO' is not one of"},
       {"log_level: [info]", "ring.yaml: log_level: expected a string, got a list"},
   };
@@ -604,7 +648,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_and_malformed) {
 BOOST_AUTO_TEST_CASE(heartbeat_is_checked_against_the_given_timeout) {
   BOOST_TEST(contains(error_of(kRing + "timeout_ms: 1000\nheartbeat_ms: 500\n"),
                       "heartbeat_ms: 500 must be less than half of timeout_ms (1000 / 2)"));
-  BOOST_TEST(parse_config(kRing + "timeout_ms: 1000\nheartbeat_ms: 499\n", "r").heartbeat.count() == 499);
+  BOOST_TEST(parse_config(kRing + "timeout_ms: 1000\nheartbeat_ms: 499\n", "r").heartbeat.count() ==
+             499);
 }
 
 BOOST_AUTO_TEST_CASE(max_message_is_checked_against_the_given_chunk) {
@@ -622,8 +667,10 @@ BOOST_AUTO_TEST_SUITE(keys)
 BOOST_AUTO_TEST_CASE(unknown_key_names_it_and_lists_the_known_ones) {
   const std::string message = error_of(kRing + "timeout: 5\n");
   BOOST_TEST(starts_with(message, "ring.yaml: timeout: unknown key; did you mean 'timeout_ms'?"));
-  BOOST_TEST(contains(message, "(known keys: nodes, self, ipc, local_ranks, min_nodes, timeout_ms, heartbeat_ms, "
-                               "chunk_bytes, gather_bytes, max_message_bytes, log_level, metrics, curve)"));
+  BOOST_TEST(
+      contains(message,
+               "(known keys: nodes, self, ipc, local_ranks, min_nodes, timeout_ms, heartbeat_ms, "
+               "chunk_bytes, gather_bytes, max_message_bytes, log_level, metrics, curve)"));
   BOOST_TEST(contains(error_of(kRing + "Local_ranks: 2\n"), "did you mean 'local_ranks'?"));
   const std::string unrelated = error_of(kRing + "frobnicate: 1\n");
   BOOST_TEST(starts_with(unrelated, "ring.yaml: frobnicate: unknown key (known keys: nodes,"));
@@ -638,7 +685,8 @@ BOOST_AUTO_TEST_CASE(duplicate_key_names_both_lines) {
 }
 
 BOOST_AUTO_TEST_CASE(non_word_key) {
-  BOOST_TEST(contains(error_of(kRing + "? [a, b]\n: 1\n"), "ring.yaml: top level: a key must be a plain word, got a list"));
+  BOOST_TEST(contains(error_of(kRing + "? [a, b]\n: 1\n"),
+                      "ring.yaml: top level: a key must be a plain word, got a list"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -651,7 +699,8 @@ BOOST_AUTO_TEST_CASE(syntax_error_gives_line_and_column) {
   const std::string message = error_of("nodes: [a\nself: b\n");
   BOOST_TEST(starts_with(message, "ring.yaml: line 2, column "));
   BOOST_TEST(contains(message, "end of sequence flow not found"));
-  BOOST_TEST(starts_with(error_of(kRing + "local_ranks: 1\n  bad: 2\n"), "ring.yaml: line 7, column "));
+  BOOST_TEST(
+      starts_with(error_of(kRing + "local_ranks: 1\n  bad: 2\n"), "ring.yaml: line 7, column "));
 }
 
 BOOST_AUTO_TEST_CASE(tab_indentation_is_named) {
@@ -662,7 +711,8 @@ BOOST_AUTO_TEST_CASE(tab_indentation_is_named) {
 }
 
 BOOST_AUTO_TEST_CASE(top_level_must_be_a_map) {
-  BOOST_TEST(starts_with(error_of("- a\n- b\n"), "ring.yaml: top level: expected a map of keys (nodes, self,"));
+  BOOST_TEST(starts_with(error_of("- a\n- b\n"),
+                         "ring.yaml: top level: expected a map of keys (nodes, self,"));
   BOOST_TEST(contains(error_of("- a\n- b\n"), "got a list"));
   BOOST_TEST(contains(error_of("hello\n"), "ring.yaml: top level: expected a map of keys"));
   BOOST_TEST(contains(error_of("hello\n"), "got the value 'hello'"));
@@ -670,7 +720,8 @@ BOOST_AUTO_TEST_CASE(top_level_must_be_a_map) {
 
 BOOST_AUTO_TEST_CASE(empty_documents) {
   for (const std::string text : {"", "\n", "# only a comment\n", "---\n", "~\n"}) {
-    BOOST_TEST(starts_with(error_of(text), "ring.yaml: top level: the configuration is empty"), "text " << text);
+    BOOST_TEST(starts_with(error_of(text), "ring.yaml: top level: the configuration is empty"),
+               "text " << text);
   }
 }
 
@@ -696,7 +747,8 @@ BOOST_AUTO_TEST_SUITE(files)
 
 BOOST_AUTO_TEST_CASE(missing_file_says_which_and_why) {
   const std::string path = "/nonexistent-zring-dir/ring.yaml";
-  BOOST_TEST(load_error(path) == path + ": cannot open the configuration file: No such file or directory");
+  BOOST_TEST(load_error(path) ==
+             path + ": cannot open the configuration file: No such file or directory");
 }
 
 BOOST_AUTO_TEST_CASE(directory_is_not_a_file) {

@@ -2,7 +2,6 @@
 // in order, within a bound, and go when the client does.
 #define BOOST_TEST_MODULE zringd parts
 #include <boost/test/unit_test.hpp>
-
 #include <map>
 #include <set>
 #include <string>
@@ -46,7 +45,8 @@ BOOST_AUTO_TEST_CASE(answers_go_out_in_order_as_the_client_makes_room) {
   socket.room["a"] = 2;
   socket.room["b"] = 5;
   BOOST_TEST(backlog.flush(std::ref(socket)) == 3u);
-  BOOST_TEST(socket.got["a"] == (std::vector<std::uint8_t>{1, 2}), boost::test_tools::per_element());
+  BOOST_TEST(socket.got["a"] == (std::vector<std::uint8_t>{1, 2}),
+             boost::test_tools::per_element());
   BOOST_TEST(!backlog.holds("b"));
   BOOST_TEST(backlog.holds("a"));
   BOOST_TEST(backlog.flush(std::ref(socket)) == 0u);  // still full: nothing lost, nothing sent
@@ -67,22 +67,23 @@ BOOST_AUTO_TEST_CASE(a_client_that_is_gone_loses_its_answers_and_no_one_else_doe
   socket.room["here"] = 1;
   BOOST_TEST(backlog.flush(std::ref(socket)) == 1u);
   BOOST_TEST(!backlog.holds("gone"));
-  BOOST_TEST(socket.got["here"] == (std::vector<std::uint8_t>{3}), boost::test_tools::per_element());
+  BOOST_TEST(socket.got["here"] == (std::vector<std::uint8_t>{3}),
+             boost::test_tools::per_element());
   BOOST_TEST(backlog.empty());
 }
 
 BOOST_AUTO_TEST_CASE(beyond_the_bound_answers_are_refused_but_one_always_fits) {
   AnswerBacklog backlog(100);
   BOOST_TEST(backlog.park("a", answer(1, 60)));
-  BOOST_TEST(backlog.park("a", answer(2, 40)));    // exactly the bound
-  BOOST_TEST(!backlog.park("a", answer(3, 1)));    // one byte over
-  BOOST_TEST(backlog.park("b", answer(4, 500)));   // alone, even over the bound
+  BOOST_TEST(backlog.park("a", answer(2, 40)));   // exactly the bound
+  BOOST_TEST(!backlog.park("a", answer(3, 1)));   // one byte over
+  BOOST_TEST(backlog.park("b", answer(4, 500)));  // alone, even over the bound
   BOOST_TEST(!backlog.park("b", answer(5, 1)));
   BOOST_TEST(backlog.answers() == 3u);
   Socket socket;
   socket.room["a"] = 1;
   BOOST_TEST(backlog.flush(std::ref(socket)) == 1u);
-  BOOST_TEST(backlog.park("a", answer(6, 60)));    // room again after one went
+  BOOST_TEST(backlog.park("a", answer(6, 60)));  // room again after one went
   BOOST_TEST(!backlog.park("a", answer(7, 1)));
 }
 

@@ -4,7 +4,6 @@
 // fails the op everywhere and owes that failure, and clear() refuses
 // everything pending.
 #include <boost/test/unit_test.hpp>
-
 #include <chrono>
 
 #include "local_ranks.hpp"
@@ -115,7 +114,8 @@ BOOST_AUTO_TEST_CASE(only_the_holder_speaks_for_a_rank_and_a_new_process_takes_i
   BOOST_TEST(taken.refused[0].client == "A");
   BOOST_TEST(taken.refused[0].request == 8u);
   BOOST_TEST(taken.refused[0].code == ErrorCode::aborted);
-  BOOST_TEST(taken.refused[0].text == "another process connected as rank 0 (local rank 0 of node 'b')");
+  BOOST_TEST(taken.refused[0].text ==
+             "another process connected as rank 0 (local rank 0 of node 'b')");
   BOOST_TEST(ranks.pending().empty());
   BOOST_TEST(!ranks.clock_shared(0));
 }
@@ -136,7 +136,8 @@ BOOST_FIXTURE_TEST_CASE(a_late_rank_fails_the_op_everywhere_and_owes_that_failur
   const std::optional<Refusal> owed = ranks.submit(submission("B", 1, 2, t + 1500ms));
   BOOST_REQUIRE(owed);
   BOOST_TEST(owed->code == ErrorCode::aborted);
-  BOOST_TEST(owed->text.rfind("op abandoned: rank 1 (local rank 1 of node 'b') did not submit", 0) == 0);
+  BOOST_TEST(
+      owed->text.rfind("op abandoned: rank 1 (local rank 1 of node 'b') did not submit", 0) == 0);
   BOOST_TEST(!ranks.submit(submission("B", 1, 3, t + 1600ms)));
 }
 
@@ -155,7 +156,7 @@ BOOST_FIXTURE_TEST_CASE(a_request_its_client_gave_up_on_fails_its_op, Held) {
 BOOST_FIXTURE_TEST_CASE(clear_refuses_every_waiting_and_running_request, Held) {
   (void)ranks.submit(submission("A", 0, 1, t));
   (void)ranks.submit(submission("B", 1, 2, t));
-  BOOST_TEST(ranks.assemble().size() == 1u);  // 1 and 2 run
+  BOOST_TEST(ranks.assemble().size() == 1u);     // 1 and 2 run
   (void)ranks.submit(submission("A", 0, 3, t));  // 3 waits
   const std::vector<Refusal> refused = ranks.clear(ErrorCode::aborted, "zringd is shutting down");
   BOOST_REQUIRE_EQUAL(refused.size(), 3u);

@@ -2,7 +2,6 @@
 // oldest first, and exports their times as wall-clock nanoseconds that
 // keep their order and spacing, unknown ones as 0.
 #include <boost/test/unit_test.hpp>
-
 #include <chrono>
 #include <cstdlib>
 

@@ -3,7 +3,6 @@
 // answered with why (so no client waits on keepalives for an op that will
 // never run), and the daemon is told.
 #include <boost/test/unit_test.hpp>
-
 #include <condition_variable>
 #include <csignal>
 #include <filesystem>
@@ -13,17 +12,16 @@
 #include <string>
 #include <thread>
 #include <vector>
-
 #include <zring/config.hpp>
 
 #include "proc/process.hpp"
 #include "ring_worker.hpp"
 
 using namespace zring;
-using zring::Status;
 using daemon::OpDone;
 using daemon::OpJob;
 using daemon::RingWorker;
+using zring::Status;
 
 namespace {
 
@@ -32,9 +30,9 @@ RingConfig ring_of(std::size_t nodes) {
   const std::vector<int> ports = proc::free_ports(nodes);
   std::string yaml = "timeout_ms: 2000\nheartbeat_ms: 200\nnodes:\n";
   for (std::size_t n = 0; n < nodes; ++n)
-    yaml += "  - {name: n" + std::to_string(n) + ", address: tcp://127.0.0.1:" +
-            std::to_string(ports[n]) + ", ipc: ipc:///tmp/zring-test-unused-" + std::to_string(n) +
-            ".sock}\n";
+    yaml += "  - {name: n" + std::to_string(n) +
+            ", address: tcp://127.0.0.1:" + std::to_string(ports[n]) +
+            ", ipc: ipc:///tmp/zring-test-unused-" + std::to_string(n) + ".sock}\n";
   return parse_config(yaml, "test_ring_worker", std::string("n0"));
 }
 
@@ -86,7 +84,8 @@ BOOST_AUTO_TEST_SUITE(ring_worker)
 BOOST_AUTO_TEST_CASE(the_ring_thread_blocks_every_signal_but_faults) {
   zmq::context_t context(1);
   const RingConfig config = ring_of(1);
-  RingWorker worker(context, config, [](OpDone) {}, [](daemon::RingState) {}, [](Status) {});
+  RingWorker worker(
+      context, config, [](OpDone) {}, [](daemon::RingState) {}, [](Status) {});
   worker.start();
   const auto mask = blocked_signals_of("zringd-ring");
   worker.stop();
@@ -111,7 +110,8 @@ BOOST_AUTO_TEST_CASE(a_ring_thread_that_dies_answers_every_op_and_tells_the_daem
     reports.died = std::move(failure);
     reports.changed.notify_all();
   };
-  RingWorker worker(context, config, on_done, [](daemon::RingState) {}, on_died);
+  RingWorker worker(
+      context, config, on_done, [](daemon::RingState) {}, on_died);
   worker.start();
   // A reset for a local rank the node does not have breaks an invariant the
   // IPC side keeps: the thread's loop throws outside any op.

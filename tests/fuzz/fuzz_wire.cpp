@@ -165,8 +165,8 @@ bool same(const wire::NodeSummary& a, const wire::NodeSummary& b) {
     if (x.tensor != y.tensor || x.index != y.index || std::memcmp(&x.value, &y.value, 4) != 0)
       return false;
   }
-  return a.manifest == b.manifest && a.failure == b.failure &&
-         same_bits(a.stats, b.stats) && a.blob_bytes == b.blob_bytes;
+  return a.manifest == b.manifest && a.failure == b.failure && same_bits(a.stats, b.stats) &&
+         a.blob_bytes == b.blob_bytes;
 }
 
 void check_valid(const wire::IpcHeader& h) {

@@ -36,7 +36,6 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
-
 #include <zring/zring.hpp>
 
 #include "support/reference.hpp"
@@ -154,7 +153,8 @@ int resized(const std::string& endpoint, std::size_t values) {
 }
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::string(argv[1]) == "--resized") return resized(argv[2], std::stoul(argv[3]));
+  if (argc == 4 && std::string(argv[1]) == "--resized")
+    return resized(argv[2], std::stoul(argv[3]));
   if (argc >= 7 && std::string(argv[1]) == "--talk") {
     try {
       return talk(argc, argv);
@@ -164,7 +164,8 @@ int main(int argc, char** argv) {
     }
   }
   if (argc < 8) {
-    std::cerr << "usage: ring_client ENDPOINT LOCAL_RANK METHOD SEED ROUNDS SIZES OUT [TIMEOUT_MS]\n";
+    std::cerr
+        << "usage: ring_client ENDPOINT LOCAL_RANK METHOD SEED ROUNDS SIZES OUT [TIMEOUT_MS]\n";
     return 2;
   }
   const std::string endpoint = argv[1], out_path = argv[7];
@@ -174,8 +175,8 @@ int main(int argc, char** argv) {
     zring::ConnectOptions options;
     options.local_rank = std::stoul(argv[2]);
     if (argc > 8) options.timeout = std::chrono::milliseconds(std::stol(argv[8]));
-    auto ar = zring::CompressedAllReduce::connect(endpoint, zring::CompressionMethod::parse(argv[3]),
-                                                  options);
+    auto ar = zring::CompressedAllReduce::connect(
+        endpoint, zring::CompressionMethod::parse(argv[3]), options);
     std::ofstream out(out_path, std::ios::binary);
     const std::uint64_t seed = std::stoull(argv[4]);
     std::optional<zring::SharedTensors> shared;

@@ -4,7 +4,6 @@
 // and the manifest-mismatch error.
 #define BOOST_TEST_MODULE daemon
 #include <boost/test/unit_test.hpp>
-
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -49,8 +48,8 @@ ClientRun run_clients(LocalRing& ring, const std::string& method, std::uint64_t 
     const std::string out = ring.dir() + "/rank" + std::to_string(r) + "-" + std::to_string(seed);
     outs.push_back(out);
     clients.push_back(Process::spawn(
-        {std::string(ZRING_RING_CLIENT_PATH), ring.ipc(r / local), std::to_string(r % local), method,
-         std::to_string(seed), std::to_string(rounds), join(sizes_of(r)), out, "20000"},
+        {std::string(ZRING_RING_CLIENT_PATH), ring.ipc(r / local), std::to_string(r % local),
+         method, std::to_string(seed), std::to_string(rounds), join(sizes_of(r)), out, "20000"},
         out + ".log"));
   }
   ClientRun run;
@@ -58,10 +57,9 @@ ClientRun run_clients(LocalRing& ring, const std::string& method, std::uint64_t 
     const auto status = clients[r].wait(std::chrono::seconds(120));
     run.status.push_back(status.value_or(-1));
     run.output.push_back(read_file(outs[r]));
-    run.error.push_back(read_file(outs[r] + ".err") + (status ? "" : "client hung") +
-                        (status.value_or(0) != 0 && status.value_or(0) != 3
-                             ? read_file(outs[r] + ".log")
-                             : ""));
+    run.error.push_back(
+        read_file(outs[r] + ".err") + (status ? "" : "client hung") +
+        (status.value_or(0) != 0 && status.value_or(0) != 3 ? read_file(outs[r] + ".log") : ""));
   }
   return run;
 }
@@ -102,8 +100,8 @@ void check_run(const ClientRun& run, const std::string& method_text, std::uint64
 }
 
 const std::vector<std::string> kAllMethods = {
-    "none", "fp16", "bf16", "quant:8", "quant:4", "sign", "topk:1%", "threshold:1.5",
-    "randomk:5%", "ef:topk:1%", "ef:sign", "ef:quant:2"};
+    "none",    "fp16",          "bf16",       "quant:8",    "quant:4", "sign",
+    "topk:1%", "threshold:1.5", "randomk:5%", "ef:topk:1%", "ef:sign", "ef:quant:2"};
 
 void every_method(std::size_t nodes, std::size_t local, const std::vector<std::size_t>& sizes) {
   LocalRing ring(ring_options(nodes, local));
@@ -112,7 +110,8 @@ void every_method(std::size_t nodes, std::size_t local, const std::vector<std::s
   std::uint64_t seed = 100;
   for (const std::string& method : kAllMethods) {
     const int rounds = method.rfind("ef:", 0) == 0 ? 3 : 1;
-    const ClientRun run = run_clients(ring, method, ++seed, rounds, [&](std::size_t) { return sizes; });
+    const ClientRun run =
+        run_clients(ring, method, ++seed, rounds, [&](std::size_t) { return sizes; });
     check_run(run, method, seed, rounds, sizes);
   }
 }
@@ -133,9 +132,8 @@ BOOST_AUTO_TEST_CASE(empty_map_and_200_small_tensors) {
   LocalRing ring(ring_options(3, 1));
   ring.start_all();
   ring.wait_up();
-  const ClientRun empty = run_clients(ring, "quant:8", 7, 2, [](std::size_t) {
-    return std::vector<std::size_t>{};
-  });
+  const ClientRun empty =
+      run_clients(ring, "quant:8", 7, 2, [](std::size_t) { return std::vector<std::size_t>{}; });
   for (std::size_t r = 0; r < 3; ++r) {
     BOOST_TEST(empty.status[r] == 0, empty.error[r]);
     BOOST_TEST(empty.output[r].empty());
@@ -196,8 +194,10 @@ BOOST_AUTO_TEST_CASE(a_resized_tensor_is_refused_naming_it) {
     const auto status = client.wait(std::chrono::seconds(60));
     const std::string text = read_file(out);
     BOOST_TEST(status.value_or(-1) == 0, values << " values: " << text);
-    for (const char* form : {"all_reduce: error invalid_argument tensor 'w': its shape holds 4 elements but it has ",
-                             "all_reduce_in_place: error invalid_argument tensor 'w': its shape holds 4 elements but it has "})
+    for (const char* form :
+         {"all_reduce: error invalid_argument tensor 'w': its shape holds 4 elements but it has ",
+          "all_reduce_in_place: error invalid_argument tensor 'w': its shape holds 4 elements but "
+          "it has "})
       BOOST_TEST(text.find(std::string(form) + values + " values") != std::string::npos, text);
   }
 }

@@ -5,7 +5,6 @@
 // of the ring that ran it, and must have the same bits on every rank.
 #define BOOST_TEST_MODULE elastic
 #include <boost/test/unit_test.hpp>
-
 #include <chrono>
 #include <thread>
 
@@ -42,10 +41,10 @@ struct Clients {
   }
 
   void start(std::size_t n) {
-    talking.at(n) = Process::spawn_talking(
-        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", "none", std::to_string(kSeed), "5,300000",
-         std::to_string(4 * kTimeoutMs)},
-        ring.dir() + "/client" + std::to_string(n) + ".err");
+    talking.at(n) =
+        Process::spawn_talking({ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", "none",
+                                std::to_string(kSeed), "5,300000", std::to_string(4 * kTimeoutMs)},
+                               ring.dir() + "/client" + std::to_string(n) + ".err");
     const auto ready = talking.at(n).read_line(std::chrono::seconds(30));
     BOOST_TEST_REQUIRE(ready.has_value());
     BOOST_TEST_REQUIRE(ready->rfind("ready", 0) == 0, *ready);
@@ -57,7 +56,8 @@ struct Clients {
 
   // Round `round` on the clients of `nodes` at once; their answers.
   std::vector<std::string> round(std::uint64_t round, const std::vector<std::size_t>& nodes) {
-    for (const std::size_t n : nodes) talking[n].send_line("round " + std::to_string(round) + " " + file(round, n));
+    for (const std::size_t n : nodes)
+      talking[n].send_line("round " + std::to_string(round) + " " + file(round, n));
     std::vector<std::string> answers;
     for (const std::size_t n : nodes)
       answers.push_back(talking[n].read_line(std::chrono::seconds(60)).value_or("no answer"));
@@ -80,7 +80,8 @@ std::string joined(const std::vector<std::string>& answers) {
 // Round after round on `nodes` from `first`, until one works on all of them
 // or `within` passed; returns that round, or nothing. `failed` collects the
 // answers of the rounds that did not work.
-std::optional<std::uint64_t> first_good_round(Clients& clients, const std::vector<std::size_t>& nodes,
+std::optional<std::uint64_t> first_good_round(Clients& clients,
+                                              const std::vector<std::size_t>& nodes,
                                               std::uint64_t first, std::chrono::milliseconds within,
                                               std::string* failed) {
   const auto until = Clock::now() + within;
@@ -94,15 +95,18 @@ std::optional<std::uint64_t> first_good_round(Clients& clients, const std::vecto
 
 // The round's result on every node of `nodes` is the same bytes, and is
 // the average over those nodes' ranks.
-void check_round(const Clients& clients, std::uint64_t round, const std::vector<std::size_t>& nodes) {
+void check_round(const Clients& clients, std::uint64_t round,
+                 const std::vector<std::size_t>& nodes) {
   const std::string bytes = read_file(clients.file(round, nodes.front()));
   for (const std::size_t n : nodes)
-    BOOST_TEST((read_file(clients.file(round, n)) == bytes), "round " << round << ": node " << n << " got other bytes");
+    BOOST_TEST((read_file(clients.file(round, n)) == bytes),
+               "round " << round << ": node " << n << " got other bytes");
   std::vector<TensorMap> inputs;
-  for (const std::size_t n : nodes) inputs.push_back(testing::make_gradients(kSeed, round, n, kSizes));
+  for (const std::size_t n : nodes)
+    inputs.push_back(testing::make_gradients(kSeed, round, n, kSizes));
   const TensorMap result = testing::tensors_from_bytes(bytes, 0, inputs[0]);
-  const testing::Comparison cmp =
-      testing::compare(result, testing::expected_average(CompressionMethod::parse("none"), inputs, nullptr));
+  const testing::Comparison cmp = testing::compare(
+      result, testing::expected_average(CompressionMethod::parse("none"), inputs, nullptr));
   BOOST_TEST(cmp.ok(), "round " << round << " on " << nodes.size() << " nodes: " << cmp.bad
                                 << " bad; first: " << cmp.first_bad);
 }
@@ -125,15 +129,19 @@ BOOST_AUTO_TEST_CASE(a_node_killed_for_good_leaves_a_ring_that_goes_on_exactly) 
   const auto killed = Clock::now();
   std::string failed;
   const auto good = first_good_round(clients, {0, 1, 3}, 1, kGoesOnWithin, &failed);
-  BOOST_TEST_REQUIRE(good.has_value(), "no round worked on nodes 0, 1, 3 after node 2 died:" << failed);
-  BOOST_TEST_MESSAGE("the ring went on " << std::chrono::duration<double>(Clock::now() - killed).count()
-                                          << " s after the kill, at round " << *good);
+  BOOST_TEST_REQUIRE(good.has_value(),
+                     "no round worked on nodes 0, 1, 3 after node 2 died:" << failed);
+  BOOST_TEST_MESSAGE("the ring went on "
+                     << std::chrono::duration<double>(Clock::now() - killed).count()
+                     << " s after the kill, at round " << *good);
   check_round(clients, *good, {0, 1, 3});
   // The clients learn the smaller ring from the op: node 3 is rank 2 of 3.
   clients.talking[3].send_line("world");
-  BOOST_TEST(clients.talking[3].read_line(std::chrono::seconds(10)).value_or("") == "world 3 rank 2");
+  BOOST_TEST(clients.talking[3].read_line(std::chrono::seconds(10)).value_or("") ==
+             "world 3 rank 2");
   clients.talking[0].send_line("world");
-  BOOST_TEST(clients.talking[0].read_line(std::chrono::seconds(10)).value_or("") == "world 3 rank 0");
+  BOOST_TEST(clients.talking[0].read_line(std::chrono::seconds(10)).value_or("") ==
+             "world 3 rank 0");
   // The failed rounds said why: node 2 is gone, or the ring changed.
   BOOST_TEST((failed.empty() || failed.find("n2") != std::string::npos), failed);
   BOOST_TEST_REQUIRE(all_ok(clients.round(*good + 1, {0, 1, 3})));
@@ -150,7 +158,8 @@ BOOST_AUTO_TEST_CASE(when_the_first_node_dies_another_coordinates) {
   clients.talking[0].kill();
   std::string failed;
   const auto good = first_good_round(clients, {1, 2}, 1, kGoesOnWithin, &failed);
-  BOOST_TEST_REQUIRE(good.has_value(), "no round worked on nodes 1, 2 after node 0 died:" << failed);
+  BOOST_TEST_REQUIRE(good.has_value(),
+                     "no round worked on nodes 1, 2 after node 0 died:" << failed);
   check_round(clients, *good, {1, 2});
 }
 
@@ -170,11 +179,12 @@ BOOST_AUTO_TEST_CASE(without_a_quorum_the_ring_stops_saying_so_and_goes_on_when_
   std::uint64_t r = 1;
   while (said.find("no quorum") == std::string::npos && Clock::now() < until) {
     const auto answers = clients.round(r++, {0, 1});
-    for (const std::string& a : answers) BOOST_TEST_REQUIRE(a != "ok", "round " << r - 1 << " worked without a quorum");
+    for (const std::string& a : answers)
+      BOOST_TEST_REQUIRE(a != "ok", "round " << r - 1 << " worked without a quorum");
     said = joined(answers);
   }
-  BOOST_TEST(said.find("no quorum: 2 of the 4 listed nodes are reachable ([n0 n1]; not heard for 2000 ms: [n2 n3]), and min_nodes is 3") !=
-                 std::string::npos,
+  BOOST_TEST(said.find("no quorum: 2 of the 4 listed nodes are reachable ([n0 n1]; not heard for "
+                       "2000 ms: [n2 n3]), and min_nodes is 3") != std::string::npos,
              said);
   ring.start(3);
   clients.start(3);
@@ -198,10 +208,13 @@ BOOST_AUTO_TEST_CASE(a_killed_node_started_again_is_taken_back_in) {
   ring.start(1);
   clients.start(1);
   clients.talking[2].send_line("world");
-  BOOST_TEST(clients.talking[2].read_line(std::chrono::seconds(10)).value_or("") == "world 2 rank 1");
+  BOOST_TEST(clients.talking[2].read_line(std::chrono::seconds(10)).value_or("") ==
+             "world 2 rank 1");
   const auto whole = first_good_round(clients, {0, 1, 2}, *smaller + 1, kGoesOnWithin, &failed);
-  BOOST_TEST_REQUIRE(whole.has_value(), "no round worked on all three once node 1 was back:" << failed);
+  BOOST_TEST_REQUIRE(whole.has_value(),
+                     "no round worked on all three once node 1 was back:" << failed);
   check_round(clients, *whole, {0, 1, 2});
   clients.talking[2].send_line("world");
-  BOOST_TEST(clients.talking[2].read_line(std::chrono::seconds(10)).value_or("") == "world 3 rank 2");
+  BOOST_TEST(clients.talking[2].read_line(std::chrono::seconds(10)).value_or("") ==
+             "world 3 rank 2");
 }

@@ -3,18 +3,16 @@
 // surviving rank must get a clear error within its deadline (never hang),
 // and the ring must recover without restarting the others.
 #define BOOST_TEST_MODULE faults
-#include <boost/test/unit_test.hpp>
-
 #include <signal.h>
 
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <random>
 #include <sstream>
 #include <thread>
-
 #include <zmq.hpp>
 
 #include "proc/local_ring.hpp"
@@ -49,10 +47,10 @@ Client start_client(LocalRing& ring, std::size_t node, const std::string& method
                     std::size_t size, std::uint64_t seed, int timeout_ms = 4000) {
   const std::string out = ring.dir() + "/c" + std::to_string(node) + "-" + std::to_string(seed);
   std::remove((out + ".err").c_str());
-  return Client{Process::spawn({ZRING_RING_CLIENT_PATH, ring.ipc(node), "0", method,
-                                std::to_string(seed), std::to_string(rounds),
-                                std::to_string(size), out, std::to_string(timeout_ms)},
-                               out + ".log"),
+  return Client{Process::spawn(
+                    {ZRING_RING_CLIENT_PATH, ring.ipc(node), "0", method, std::to_string(seed),
+                     std::to_string(rounds), std::to_string(size), out, std::to_string(timeout_ms)},
+                    out + ".log"),
                 out, Clock::now()};
 }
 
@@ -120,7 +118,8 @@ BOOST_AUTO_TEST_CASE(killed_peer_gives_every_rank_an_error_then_the_ring_recover
     // Many ops (more than run in the longest wait), so the kill lands
     // inside one at a random point.
     std::vector<Client> clients;
-    for (std::size_t n = 0; n < 3; ++n) clients.push_back(start_client(ring, n, "quant:8", 500, 300000, 50 + trial));
+    for (std::size_t n = 0; n < 3; ++n)
+      clients.push_back(start_client(ring, n, "quant:8", 500, 300000, 50 + trial));
     const std::size_t victim = trial % 3;
     std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
     const auto killed_at = Clock::now();
@@ -130,11 +129,13 @@ BOOST_AUTO_TEST_CASE(killed_peer_gives_every_rank_an_error_then_the_ring_recover
       const auto [status, seconds] = finish(clients[n]);
       const double after_kill = std::chrono::duration<double>(Clock::now() - killed_at).count();
       worst = std::max(worst, after_kill);
-      BOOST_TEST(status == 3, "trial " << trial << ": client on node " << n << " exited " << status);
+      BOOST_TEST(status == 3,
+                 "trial " << trial << ": client on node " << n << " exited " << status);
       const std::string err = read_file(clients[n].out + ".err");
-      BOOST_TEST((err.find("peer_lost") != std::string::npos || err.find("timeout") != std::string::npos ||
-                  err.find("aborted") != std::string::npos),
-                 err);
+      BOOST_TEST(
+          (err.find("peer_lost") != std::string::npos || err.find("timeout") != std::string::npos ||
+           err.find("aborted") != std::string::npos),
+          err);
       // Deadline: the daemon's timeout (2 s) plus a margin for the abort to travel.
       BOOST_TEST(after_kill < 2.0 + 3.0, "took " << after_kill << " s after the kill");
     }
@@ -150,7 +151,8 @@ BOOST_AUTO_TEST_CASE(frozen_peer_times_out_and_thawing_it_recovers) {
   ring.start_all();
   ring.wait_up();
   std::vector<Client> clients;
-  for (std::size_t n = 0; n < 3; ++n) clients.push_back(start_client(ring, n, "none", 400, 300000, 60));
+  for (std::size_t n = 0; n < 3; ++n)
+    clients.push_back(start_client(ring, n, "none", 400, 300000, 60));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ring.daemon(1).signal(SIGSTOP);
   for (std::size_t n : {0u, 2u}) {
@@ -182,8 +184,10 @@ BOOST_AUTO_TEST_CASE(shared_tensors_given_up_on_a_silent_daemon_stay_as_they_wer
     return clients[n].read_line(std::chrono::seconds(30)).value_or("no answer");
   };
   const std::string f = ring.dir() + "/shared-";
-  for (std::size_t n = 0; n < 2; ++n) clients[n].send_line("shared 0 " + f + "r0-" + std::to_string(n));
-  for (std::size_t n = 0; n < 2; ++n) BOOST_TEST_REQUIRE(clients[n].read_line(std::chrono::seconds(30)).value_or("") == "ok");
+  for (std::size_t n = 0; n < 2; ++n)
+    clients[n].send_line("shared 0 " + f + "r0-" + std::to_string(n));
+  for (std::size_t n = 0; n < 2; ++n)
+    BOOST_TEST_REQUIRE(clients[n].read_line(std::chrono::seconds(30)).value_or("") == "ok");
   BOOST_TEST(ask(0, "dump 0 " + f + "d0") == "ok zero_copy=1");
 
   // Node 0's daemon freezes before it reads round 1: its client gives up
@@ -207,13 +211,16 @@ BOOST_AUTO_TEST_CASE(shared_tensors_given_up_on_a_silent_daemon_stay_as_they_wer
   {
     std::ostringstream out;
     for (const auto& [name, t] : testing::make_gradients(6, 1, 0, {70001}))
-      out.write(reinterpret_cast<const char*>(t.data().data()), static_cast<std::streamsize>(t.numel() * 4));
+      out.write(reinterpret_cast<const char*>(t.data().data()),
+                static_cast<std::streamsize>(t.numel() * 4));
     input = out.str();
   }
   BOOST_TEST((before == input), "the SharedTensors changed while the client waited");
   // And the next round works on both, through a copy on node 0.
-  for (std::size_t n = 0; n < 2; ++n) clients[n].send_line("shared 2 " + f + "r2-" + std::to_string(n));
-  for (std::size_t n = 0; n < 2; ++n) BOOST_TEST(clients[n].read_line(std::chrono::seconds(30)).value_or("") == "ok");
+  for (std::size_t n = 0; n < 2; ++n)
+    clients[n].send_line("shared 2 " + f + "r2-" + std::to_string(n));
+  for (std::size_t n = 0; n < 2; ++n)
+    BOOST_TEST(clients[n].read_line(std::chrono::seconds(30)).value_or("") == "ok");
   BOOST_TEST((read_file(f + "r2-0") == read_file(f + "r2-1")), "the ranks got different bits");
   for (auto& c : clients) c.send_line("quit");
 }
@@ -289,9 +296,11 @@ BOOST_AUTO_TEST_CASE(restarted_daemon_rejoins_and_running_clients_carry_on) {
       inputs.push_back(testing::make_gradients(5, r, rank, {1000, 70001}));
     const std::string bytes = read_file(ring.dir() + "/r" + std::to_string(r) + "-0");
     for (std::size_t n = 1; n < 3; ++n)
-      BOOST_TEST(read_file(ring.dir() + "/r" + std::to_string(r) + "-" + std::to_string(n)) == bytes);
+      BOOST_TEST(read_file(ring.dir() + "/r" + std::to_string(r) + "-" + std::to_string(n)) ==
+                 bytes);
     const TensorMap result = testing::tensors_from_bytes(bytes, 0, inputs[0]);
-    const auto cmp = testing::compare(result, testing::expected_average(CompressionMethod::none(), inputs, nullptr));
+    const auto cmp = testing::compare(
+        result, testing::expected_average(CompressionMethod::none(), inputs, nullptr));
     BOOST_TEST(cmp.ok(), cmp.first_bad);
   };
   for (const std::string& a : round(0)) BOOST_TEST(a == "ok");
@@ -305,12 +314,14 @@ BOOST_AUTO_TEST_CASE(restarted_daemon_rejoins_and_running_clients_carry_on) {
     const auto answers = round(r);
     last.clear();
     for (const std::string& a : answers) last += "\n  " + a;
-    recovered = std::all_of(answers.begin(), answers.end(), [](const std::string& a) { return a == "ok"; });
+    recovered =
+        std::all_of(answers.begin(), answers.end(), [](const std::string& a) { return a == "ok"; });
     for (const std::string& a : answers)
       BOOST_TEST((a == "ok" || a.rfind("error ", 0) == 0), a);  // an answer, never silence
     if (recovered) check(r);
   }
-  BOOST_TEST(recovered, "no round succeeded on every rank after the restart; the last answers:" << last);
+  BOOST_TEST(recovered,
+             "no round succeeded on every rank after the restart; the last answers:" << last);
   for (auto& c : clients) c.send_line("quit");
 }
 
@@ -326,8 +337,8 @@ BOOST_AUTO_TEST_CASE(a_late_rank_finds_what_the_others_sent_before_it_began) {
   const std::vector<std::size_t> sizes = {7, 1100000};
   const std::uint64_t seed = 23;
   for (const std::string method : {"topk:10%", "quant:4"}) {
-    std::vector<Process> clients = start_talking(ring, 4, std::to_string(seed), "7,1100000", "20000",
-                                                 "late-" + method.substr(0, 4), method);
+    std::vector<Process> clients = start_talking(ring, 4, std::to_string(seed), "7,1100000",
+                                                 "20000", "late-" + method.substr(0, 4), method);
     for (int round = 0; round < 2; ++round) {
       const std::string f = ring.dir() + "/late-" + std::to_string(round) + "-";
       for (std::size_t n = 0; n < 3; ++n)
@@ -335,18 +346,23 @@ BOOST_AUTO_TEST_CASE(a_late_rank_finds_what_the_others_sent_before_it_began) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       clients[3].send_line("round " + std::to_string(round) + " " + f + "3");
       for (std::size_t n = 0; n < 4; ++n) {
-        const std::string answer = clients[n].read_line(std::chrono::seconds(30)).value_or("no answer");
-        BOOST_TEST_REQUIRE(answer == "ok", method << " round " << round << " node " << n << ": " << answer);
+        const std::string answer =
+            clients[n].read_line(std::chrono::seconds(30)).value_or("no answer");
+        BOOST_TEST_REQUIRE(answer == "ok",
+                           method << " round " << round << " node " << n << ": " << answer);
       }
       const std::string bytes = read_file(f + "0");
       for (std::size_t n = 1; n < 4; ++n)
-        BOOST_TEST((read_file(f + std::to_string(n)) == bytes), method << ": node " << n << " got other bytes");
+        BOOST_TEST((read_file(f + std::to_string(n)) == bytes),
+                   method << ": node " << n << " got other bytes");
       std::vector<TensorMap> inputs;
-      for (std::size_t r = 0; r < 4; ++r) inputs.push_back(testing::make_gradients(seed, round, r, sizes));
+      for (std::size_t r = 0; r < 4; ++r)
+        inputs.push_back(testing::make_gradients(seed, round, r, sizes));
       const TensorMap result = testing::tensors_from_bytes(bytes, 0, inputs[0]);
-      const testing::Comparison cmp =
-          testing::compare(result, testing::expected_average(CompressionMethod::parse(method), inputs, nullptr));
-      BOOST_TEST(cmp.ok(), method << " round " << round << ": " << cmp.bad << " bad; first: " << cmp.first_bad);
+      const testing::Comparison cmp = testing::compare(
+          result, testing::expected_average(CompressionMethod::parse(method), inputs, nullptr));
+      BOOST_TEST(cmp.ok(), method << " round " << round << ": " << cmp.bad
+                                  << " bad; first: " << cmp.first_bad);
     }
     for (Process& c : clients) c.send_line("quit");
   }
@@ -374,8 +390,10 @@ std::string closed_during(LocalRing& ring, std::size_t k) {
 // The next answer of each client and when it came (seconds since `since`),
 // read side by side so that one slow answer does not delay the other's time.
 std::vector<std::pair<std::string, double>> answers(const std::vector<Process*>& clients,
-                                                    Clock::time_point since, std::chrono::seconds limit) {
-  std::vector<std::pair<std::string, double>> got(clients.size(), {"no answer", static_cast<double>(limit.count())});
+                                                    Clock::time_point since,
+                                                    std::chrono::seconds limit) {
+  std::vector<std::pair<std::string, double>> got(
+      clients.size(), {"no answer", static_cast<double>(limit.count())});
   std::vector<bool> done(clients.size(), false);
   const auto deadline = Clock::now() + limit;
   while (std::find(done.begin(), done.end(), false) != done.end() && Clock::now() < deadline) {
@@ -392,9 +410,11 @@ std::vector<std::pair<std::string, double>> answers(const std::vector<Process*>&
 
 // Waits for every client at once; each one's exit status and when it ended
 // (seconds since `since`; -1 and the limit when it did not).
-std::vector<std::pair<int, double>> finish_side_by_side(std::vector<Client>& clients, Clock::time_point since,
-                                                        std::chrono::seconds limit = std::chrono::seconds(60)) {
-  std::vector<std::pair<int, double>> ended(clients.size(), {-1, static_cast<double>(limit.count())});
+std::vector<std::pair<int, double>> finish_side_by_side(
+    std::vector<Client>& clients, Clock::time_point since,
+    std::chrono::seconds limit = std::chrono::seconds(60)) {
+  std::vector<std::pair<int, double>> ended(clients.size(),
+                                            {-1, static_cast<double>(limit.count())});
   std::vector<bool> done(clients.size(), false);
   const auto deadline = Clock::now() + limit;
   while (std::find(done.begin(), done.end(), false) != done.end() && Clock::now() < deadline) {
@@ -451,12 +471,14 @@ BOOST_AUTO_TEST_CASE(a_killed_daemons_own_client_hears_of_it_at_once) {
   BOOST_TEST(own.rfind(closed_during(ring, 1), 0) == 0, own);
   BOOST_TEST(own_s < 15.0, "node 1's client heard of its daemon's death after " << own_s << " s");
   BOOST_TEST(other.rfind("error ", 0) == 0, other);
-  BOOST_TEST(other_s < 6.0 + 4.0, "node 0's client got its error " << other_s << " s after the kill");
+  BOOST_TEST(other_s < 6.0 + 4.0,
+             "node 0's client got its error " << other_s << " s after the kill");
   BOOST_TEST_MESSAGE("kill to error: own client " << own_s << " s, node 0's " << other_s << " s");
 
   ring.start(1);  // as Restart=on-failure would; the clients stay
   ring.wait_up();
-  BOOST_TEST(rounds_until_ok(ring, clients, 1, 10, "own"), "no round worked on every rank after the restart");
+  BOOST_TEST(rounds_until_ok(ring, clients, 1, 10, "own"),
+             "no round worked on every rank after the restart");
   for (Process& c : clients) c.send_line("quit");
 }
 
@@ -510,14 +532,16 @@ BOOST_AUTO_TEST_CASE(an_op_after_its_daemon_was_killed_fails_at_once) {
   clients[0].send_line("round 1 " + ring.dir() + "/after-r1-0");
   const std::string answer = clients[0].read_line(std::chrono::seconds(45)).value_or("no answer");
   const double s = seconds_since(sent_at);
-  const std::string lost = "error peer_lost all_reduce: zringd at " + ring.ipc(0) + " (node 'n0') closed the connection";
+  const std::string lost =
+      "error peer_lost all_reduce: zringd at " + ring.ipc(0) + " (node 'n0') closed the connection";
   BOOST_TEST(answer.rfind(lost, 0) == 0, answer);
   BOOST_TEST(s < 15.0, "the op on a dead daemon failed after " << s << " s");
   BOOST_TEST_MESSAGE("op after the kill: " << answer << " (" << s << " s)");
 
   ring.start(0);
   ring.wait_up();
-  BOOST_TEST(rounds_until_ok(ring, clients, 2, 10, "after"), "no round worked on every rank after the restart");
+  BOOST_TEST(rounds_until_ok(ring, clients, 2, 10, "after"),
+             "no round worked on every rank after the restart");
   for (Process& c : clients) c.send_line("quit");
 }
 
@@ -538,7 +562,8 @@ BOOST_AUTO_TEST_CASE(every_client_of_a_looping_ring_hears_of_a_kill_in_time) {
     // The kill must find every client connected: under a sanitizer a client
     // can take longer to start than the sleep below (a client still
     // connecting to a dead socket only learns of it at its timeout).
-    for (const Client& c : clients) BOOST_REQUIRE_MESSAGE(connected(c), c.out << " never connected");
+    for (const Client& c : clients)
+      BOOST_REQUIRE_MESSAGE(connected(c), c.out << " never connected");
     const std::size_t victim = (trial + 2) % 4;
     std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 400));
     const auto killed_at = Clock::now();
@@ -547,20 +572,24 @@ BOOST_AUTO_TEST_CASE(every_client_of_a_looping_ring_hears_of_a_kill_in_time) {
     for (std::size_t n = 0; n < 4; ++n) {
       const auto [status, after_kill] = ended[n];
       const std::string err = read_file(clients[n].out + ".err");
-      BOOST_TEST(status == 3, "trial " << trial << ": client on node " << n << " exited " << status);
+      BOOST_TEST(status == 3,
+                 "trial " << trial << ": client on node " << n << " exited " << status);
       if (n == victim) {
         BOOST_TEST(err.find("ERROR peer_lost: all_reduce: zringd at " + ring.ipc(n)) == 0, err);
         BOOST_TEST(err.find("closed the connection") != std::string::npos, err);
-        BOOST_TEST(after_kill < 15.0, "trial " << trial << ": the killed daemon's client took " << after_kill << " s");
+        BOOST_TEST(after_kill < 15.0,
+                   "trial " << trial << ": the killed daemon's client took " << after_kill << " s");
       } else {
-        BOOST_TEST(after_kill < 3.0 + 4.0, "trial " << trial << ": node " << n << "'s client took " << after_kill << " s");
+        BOOST_TEST(after_kill < 3.0 + 4.0,
+                   "trial " << trial << ": node " << n << "'s client took " << after_kill << " s");
       }
     }
     double others = 0;
     for (std::size_t n = 0; n < 4; ++n)
       if (n != victim) others = std::max(others, ended[n].second);
-    BOOST_TEST_MESSAGE("trial " << trial << ": kill to error: the killed daemon's client " << ended[victim].second
-                                << " s, the others' at most " << others << " s");
+    BOOST_TEST_MESSAGE("trial " << trial << ": kill to error: the killed daemon's client "
+                                << ended[victim].second << " s, the others' at most " << others
+                                << " s");
     ring.start(victim);
     BOOST_TEST(recovers(ring, 2000 + trial * 10, std::chrono::seconds(30)),
                "the ring did not recover after restarting node " << victim);

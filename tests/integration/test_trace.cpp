@@ -5,7 +5,6 @@
 // row per op.
 #define BOOST_TEST_MODULE trace
 #include <boost/test/unit_test.hpp>
-
 #include <map>
 #include <sstream>
 

@@ -7,9 +7,8 @@
 // network is repaired the ring must re-form and the next all-reduce succeed
 // on every rank. Skipped, with the reason, where namespaces are forbidden.
 #define BOOST_TEST_MODULE netns
-#include <boost/test/unit_test.hpp>
-
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <csignal>
 #include <functional>
 #include <iomanip>
@@ -441,8 +440,10 @@ BOOST_FIXTURE_TEST_CASE(a_link_that_stays_down_leaves_the_others_going_on, Elast
   Clients clients(ring, net, "none", 61, kSizes);
   RoundChecker checker(clients, node_names());
   std::uint64_t number = 0;
-  const Verdict before = checked_round(clients, checker, number++, Clock::now(), nullptr, "elastic");
-  BOOST_TEST_REQUIRE(before.all_ok(), "before the cut: " << describe(before) << " " << before.first_error);
+  const Verdict before =
+      checked_round(clients, checker, number++, Clock::now(), nullptr, "elastic");
+  BOOST_TEST_REQUIRE(before.all_ok(),
+                     "before the cut: " << describe(before) << " " << before.first_error);
   const std::size_t victim = 2;
   const std::vector<std::size_t> others = {0, 1};
   net.set_link(victim, Network::End::hub, false);
@@ -458,10 +459,12 @@ BOOST_FIXTURE_TEST_CASE(a_link_that_stays_down_leaves_the_others_going_on, Elast
     went_on = v.ok == others.size();
     last = describe(v) + " " + v.first_error;
   }
-  BOOST_TEST_REQUIRE(went_on, "the two nodes with a link never went on without " << NetnsRing::name(victim)
-                                                                                  << ": " << last << "\n" << logs());
+  BOOST_TEST_REQUIRE(went_on, "the two nodes with a link never went on without "
+                                  << NetnsRing::name(victim) << ": " << last << "\n"
+                                  << logs());
   BOOST_TEST_MESSAGE("elastic: the ring went on without " << NetnsRing::name(victim) << " "
-                                                          << seconds(Clock::now() - cut) << " s after the cut");
+                                                          << seconds(Clock::now() - cut)
+                                                          << " s after the cut");
   net.set_link(victim, Network::End::hub, true);
   const auto repaired = Clock::now();
   bool whole = false;

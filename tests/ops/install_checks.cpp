@@ -9,7 +9,8 @@ namespace zring::ops {
 
 namespace fs = std::filesystem;
 
-boost::test_tools::assertion_result tools(const std::vector<std::string>& paths, const std::string& why) {
+boost::test_tools::assertion_result tools(const std::vector<std::string>& paths,
+                                          const std::string& why) {
   for (const std::string& p : paths) {
     if (!executable(p)) {
       boost::test_tools::assertion_result missing(false);
@@ -23,16 +24,17 @@ boost::test_tools::assertion_result tools(const std::vector<std::string>& paths,
 void check_layout(const std::string& root, const std::string& libdir) {
   for (const std::string path :
        {"usr/sbin/zringd", "usr/bin/zringctl", "usr/lib/systemd/system/zringd.service",
-        "usr/lib/systemd/system/zringd@.service", "usr/lib/sysusers.d/zring.conf", "usr/lib/tmpfiles.d/zring.conf",
-        "etc/zring/zring.yaml", "usr/include/zring/zring.hpp", "usr/include/zring/config.hpp",
-        "usr/share/doc/zring/operations.md", "usr/share/doc/zring/configuration.md",
-        "usr/share/doc/zring/examples/two-host.yaml", "usr/share/man/man8/zringd.8.gz",
-        "usr/share/man/man1/zringctl.1.gz"}) {
+        "usr/lib/systemd/system/zringd@.service", "usr/lib/sysusers.d/zring.conf",
+        "usr/lib/tmpfiles.d/zring.conf", "etc/zring/zring.yaml", "usr/include/zring/zring.hpp",
+        "usr/include/zring/config.hpp", "usr/share/doc/zring/operations.md",
+        "usr/share/doc/zring/configuration.md", "usr/share/doc/zring/examples/two-host.yaml",
+        "usr/share/man/man8/zringd.8.gz", "usr/share/man/man1/zringctl.1.gz"}) {
     BOOST_TEST(fs::exists(root + "/" + path), path << " is missing");
   }
   BOOST_TEST(executable(root + "/usr/sbin/zringd"));
   BOOST_TEST(executable(root + "/usr/bin/zringctl"));
-  BOOST_TEST(fs::exists(root + "/" + libdir + "/libzring.so.0"), libdir << "/libzring.so.0 is missing");
+  BOOST_TEST(fs::exists(root + "/" + libdir + "/libzring.so.0"),
+             libdir << "/libzring.so.0 is missing");
   BOOST_TEST(fs::is_symlink(root + "/" + libdir + "/libzring.so"));
   BOOST_TEST(fs::exists(root + "/" + libdir + "/cmake/zring/zringConfig.cmake"));
   BOOST_TEST(fs::exists(root + "/" + libdir + "/cmake/zring/zringTargets.cmake"));
@@ -53,7 +55,8 @@ void check_units(const std::string& root) {
     const std::string text = proc::read_file(root + "/usr/lib/systemd/system/" + unit);
     BOOST_REQUIRE(contains(text, "ExecStart=/usr/sbin/zringd "));
     proc::write_file(copies + "/" + unit,
-                     std::regex_replace(text, std::regex("ExecStart=/usr/sbin/zringd "), "ExecStart=" + root + "/usr/sbin/zringd "));
+                     std::regex_replace(text, std::regex("ExecStart=/usr/sbin/zringd "),
+                                        "ExecStart=" + root + "/usr/sbin/zringd "));
   }
   verify.push_back(copies + "/zringd.service");
   verify.push_back(copies + "/zringd@.service");
@@ -63,8 +66,9 @@ void check_units(const std::string& root) {
   for (const std::string unit : {"zringd.service", "zringd@demo.service"}) {
     const Run score = run({kAnalyze, "security", "--offline=true", "--root=" + root, unit}, root);
     std::smatch m;
-    BOOST_REQUIRE_MESSAGE(std::regex_search(score.out, m, std::regex("Overall exposure level for [^:]+: ([0-9.]+)")),
-                          score.out);
+    BOOST_REQUIRE_MESSAGE(
+        std::regex_search(score.out, m, std::regex("Overall exposure level for [^:]+: ([0-9.]+)")),
+        score.out);
     const double exposure = std::stod(m[1]);
     BOOST_TEST_MESSAGE(unit << ": exposure " << exposure);
     BOOST_TEST(exposure <= 2.5, unit << " scores " << exposure << ":\n" << score.out);

@@ -2,10 +2,9 @@
 // test_packages (the Debian packages) both check of an installed tree.
 #pragma once
 
+#include <boost/test/unit_test.hpp>
 #include <string>
 #include <vector>
-
-#include <boost/test/unit_test.hpp>
 
 namespace zring::ops {
 
@@ -13,7 +12,8 @@ inline const std::string kAnalyze = "/usr/bin/systemd-analyze";
 
 // True when every path is an executable; otherwise false, naming the first
 // missing one and why it is needed (for a test case's precondition).
-boost::test_tools::assertion_result tools(const std::vector<std::string>& paths, const std::string& why);
+boost::test_tools::assertion_result tools(const std::vector<std::string>& paths,
+                                          const std::string& why);
 
 // Files every node install has, relative to root; libdir (usr/lib or
 // usr/lib/MULTIARCH) varies with the build's configuration.

@@ -3,13 +3,12 @@
 // reports, training-process stand-ins.
 #pragma once
 
+#include <boost/property_tree/ptree.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <boost/property_tree/ptree.hpp>
 
 #include "proc/local_ring.hpp"
 #include "proc/process.hpp"

@@ -1,10 +1,9 @@
 // zringd's log: one line per event, with the level, the node and (for ops)
 // the op; the level from the YAML file or --log-level; journald priorities
 // only when stderr really is the journal.
-#include <boost/test/unit_test.hpp>
-
 #include <sys/stat.h>
 
+#include <boost/test/unit_test.hpp>
 #include <regex>
 
 #include "ops/ops_util.hpp"
@@ -32,9 +31,12 @@ BOOST_AUTO_TEST_CASE(every_line_is_one_event_with_level_and_node_and_ops_name_th
   const std::regex line("zringd\\[n0\\] (error|warn|notice|info|debug): [^\\s].*");
   const auto all = lines(daemons.log(0));
   BOOST_TEST(all.size() >= 4u);
-  for (const std::string& l : all) BOOST_TEST(std::regex_match(l, line), "not one event per line: '" << l << "'");
-  BOOST_TEST(std::regex_search(daemons.log(0), std::regex("debug: op [0-9]+ done: quant:8")), daemons.log(0));
-  BOOST_TEST(std::regex_search(daemons.log(0), std::regex("warn: op [0-9]+ failed: ")), daemons.log(0));
+  for (const std::string& l : all)
+    BOOST_TEST(std::regex_match(l, line), "not one event per line: '" << l << "'");
+  BOOST_TEST(std::regex_search(daemons.log(0), std::regex("debug: op [0-9]+ done: quant:8")),
+             daemons.log(0));
+  BOOST_TEST(std::regex_search(daemons.log(0), std::regex("warn: op [0-9]+ failed: ")),
+             daemons.log(0));
 }
 
 BOOST_AUTO_TEST_CASE(level_from_the_file_and_from_the_command_line) {
@@ -54,8 +56,9 @@ BOOST_AUTO_TEST_CASE(level_from_the_file_and_from_the_command_line) {
   BOOST_TEST(contains(l.log(0), "info: listening on"), l.log(0));
   BOOST_TEST(eventually([&] { return contains(l.log(0), "debug: op 0 done"); }, 5s), l.log(0));
   // A level that does not exist is a usage error (exit 2), before anything starts.
-  const Run bad = run({ZRING_ZRINGD_PATH, "--config", loud.config_path(), "--node", "n0", "--log-level", "loud"},
-                      loud.dir());
+  const Run bad = run(
+      {ZRING_ZRINGD_PATH, "--config", loud.config_path(), "--node", "n0", "--log-level", "loud"},
+      loud.dir());
   BOOST_TEST(bad.status == 2, bad.out);
   BOOST_TEST(contains(bad.out, "log level 'loud' is not one of error, warn, info, debug"), bad.out);
 }
@@ -68,7 +71,8 @@ BOOST_AUTO_TEST_CASE(journald_priorities_only_when_stderr_is_the_journal) {
   proc::write_file(daemons.log_path(0), "");  // so its device and inode are known
   struct stat info {};
   BOOST_REQUIRE(::stat(daemons.log_path(0).c_str(), &info) == 0);
-  const std::string same = "JOURNAL_STREAM=" + std::to_string(info.st_dev) + ":" + std::to_string(info.st_ino);
+  const std::string same =
+      "JOURNAL_STREAM=" + std::to_string(info.st_dev) + ":" + std::to_string(info.st_ino);
   daemons.start(0, {}, {same});
   daemons.wait_up();
   BOOST_TEST(contains(daemons.log(0), "<6>zringd[n0] info: listening on"), daemons.log(0));

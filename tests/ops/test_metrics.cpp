@@ -2,7 +2,6 @@
 // counters move with ops, bytes and errors, peers go down, other paths and
 // methods are refused.
 #include <boost/test/unit_test.hpp>
-
 #include <regex>
 
 #include "ops/ops_util.hpp"
@@ -16,7 +15,8 @@ const std::string kCurl = "/usr/bin/curl";
 
 boost::test_tools::assertion_result curl_available(boost::unit_test::test_unit_id) {
   boost::test_tools::assertion_result result(executable(kCurl));
-  result.message() << kCurl << " is missing: install curl (scripts/install-deps.sh does) to run this test";
+  result.message() << kCurl
+                   << " is missing: install curl (scripts/install-deps.sh does) to run this test";
   return result;
 }
 
@@ -26,7 +26,8 @@ struct Response {
 };
 
 Response http(const std::string& dir, const std::string& url, const std::string& method = "GET") {
-  const Run r = run({kCurl, "-sS", "--max-time", "10", "-X", method, "-o", dir + "/body", "-w", "%{http_code}", url},
+  const Run r = run({kCurl, "-sS", "--max-time", "10", "-X", method, "-o", dir + "/body", "-w",
+                     "%{http_code}", url},
                     dir);
   Response out;
   if (r.status == 0) out.code = std::stoi(r.out);
@@ -52,8 +53,8 @@ BOOST_AUTO_TEST_CASE(scraped_counters_follow_ops_bytes_errors_and_peers) {
   Daemons daemons(ring);
   for (std::size_t n = 0; n < 2; ++n) {
     const std::string config = ring.dir() + "/ring-" + std::to_string(n) + ".yaml";
-    proc::write_file(config, proc::read_file(ring.config_path()) + "metrics: {listen: 127.0.0.1:" +
-                                 std::to_string(ports[n]) + "}\n");
+    proc::write_file(config, proc::read_file(ring.config_path()) +
+                                 "metrics: {listen: 127.0.0.1:" + std::to_string(ports[n]) + "}\n");
     daemons.start(n, {}, {}, config);
   }
   daemons.wait_up();
@@ -79,31 +80,37 @@ BOOST_AUTO_TEST_CASE(scraped_counters_follow_ops_bytes_errors_and_peers) {
   BOOST_TEST(eventually(
       [&] {
         after = http(ring.dir(), url);
-        return sample(after.body, "zring_wire_bytes_total{method=\"quant:4\",direction=\"received\"}") > 0 &&
+        return sample(after.body,
+                      "zring_wire_bytes_total{method=\"quant:4\",direction=\"received\"}") > 0 &&
                sample(after.body, "zring_ops_total{method=\"quant:4\",result=\"ok\"}") == 4;
       },
       10s));
-  BOOST_TEST(sample(after.body, "zring_ops_total{method=\"quant:4\",result=\"ok\"}") == 4, after.body);
+  BOOST_TEST(sample(after.body, "zring_ops_total{method=\"quant:4\",result=\"ok\"}") == 4,
+             after.body);
   BOOST_TEST(sample(after.body, "zring_op_duration_seconds_count") == 4, after.body);
   BOOST_TEST(sample(after.body, "zring_op_duration_seconds_bucket{le=\"+Inf\"}") == 4, after.body);
   BOOST_TEST(sample(after.body, "zring_op_duration_seconds_sum") > 0, after.body);
-  const double raw = sample(after.body, "zring_raw_bytes_total{method=\"quant:4\",direction=\"sent\"}");
-  const double wire = sample(after.body, "zring_wire_bytes_total{method=\"quant:4\",direction=\"sent\"}");
-  BOOST_TEST(raw == 4.0 * 200000 * 4, after.body);  // 2 (N-1) / N = 1 of the gradients per op for N = 2
+  const double raw =
+      sample(after.body, "zring_raw_bytes_total{method=\"quant:4\",direction=\"sent\"}");
+  const double wire =
+      sample(after.body, "zring_wire_bytes_total{method=\"quant:4\",direction=\"sent\"}");
+  BOOST_TEST(raw == 4.0 * 200000 * 4,
+             after.body);  // 2 (N-1) / N = 1 of the gradients per op for N = 2
   BOOST_TEST(wire > 0);
-  BOOST_TEST(wire < raw / 2, "4-bit codes should cost well under half of float32: " << wire << " vs " << raw);
+  BOOST_TEST(wire < raw / 2,
+             "4-bit codes should cost well under half of float32: " << wire << " vs " << raw);
 
   // An op that times out (n1's rank never submits) is counted by kind.
   Client lonely = start_client(ring, 0, "none", 1, 1000, 2);
   BOOST_REQUIRE(lonely.process.wait(30s).value_or(-1) == 3);
   BOOST_TEST_MESSAGE("the lonely client: " << lonely.error());
   BOOST_TEST(eventually(
-      [&] {
-        const Response r = http(ring.dir(), url);
-        return sample(r.body, "zring_op_errors_total{kind=\"timeout\"}") == 1 &&
-               sample(r.body, "zring_ops_total{method=\"none\",result=\"error\"}") == 1;
-      },
-      10s),
+                 [&] {
+                   const Response r = http(ring.dir(), url);
+                   return sample(r.body, "zring_op_errors_total{kind=\"timeout\"}") == 1 &&
+                          sample(r.body, "zring_ops_total{method=\"none\",result=\"error\"}") == 1;
+                 },
+                 10s),
              http(ring.dir(), url).body);
 
   // n1 dies: n0 reports it down.
@@ -127,8 +134,8 @@ BOOST_AUTO_TEST_CASE(a_metrics_port_in_use_stops_the_start_with_a_clear_error) {
   proc::LocalRing ring(ring_options(1));
   const int port = proc::free_ports(1)[0];
   const std::string config = ring.dir() + "/ring-m.yaml";
-  proc::write_file(config, proc::read_file(ring.config_path()) + "metrics: {listen: 127.0.0.1:" +
-                               std::to_string(port) + "}\n");
+  proc::write_file(config, proc::read_file(ring.config_path()) +
+                               "metrics: {listen: 127.0.0.1:" + std::to_string(port) + "}\n");
   Daemons first(ring);
   first.start(0, {}, {}, config);
   first.wait_up();
@@ -136,12 +143,14 @@ BOOST_AUTO_TEST_CASE(a_metrics_port_in_use_stops_the_start_with_a_clear_error) {
   const std::string other = ring.dir() + "/ring-o.yaml";
   std::string text = proc::read_file(config);
   text = std::regex_replace(text, std::regex("n0\\.sock"), "other.sock");
-  text = std::regex_replace(text, std::regex("tcp://127\\.0\\.0\\.1:" + std::to_string(ring.port(0))),
-                            "tcp://127.0.0.1:" + std::to_string(proc::free_ports(1)[0]));
+  text =
+      std::regex_replace(text, std::regex("tcp://127\\.0\\.0\\.1:" + std::to_string(ring.port(0))),
+                         "tcp://127.0.0.1:" + std::to_string(proc::free_ports(1)[0]));
   proc::write_file(other, text);
   const Run second = run({ZRING_ZRINGD_PATH, "--config", other, "--node", "n0"}, ring.dir(), 20s);
   BOOST_TEST(second.status == 1, second.out);
-  BOOST_TEST(contains(second.out, "cannot serve metrics on 127.0.0.1:" + std::to_string(port)), second.out);
+  BOOST_TEST(contains(second.out, "cannot serve metrics on 127.0.0.1:" + std::to_string(port)),
+             second.out);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

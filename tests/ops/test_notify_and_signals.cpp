@@ -3,14 +3,13 @@
 // the ring is up; then it checks the signals a service manager sends:
 // SIGTERM (also mid-op), SIGINT, SIGHUP.
 #define BOOST_TEST_MODULE ops_daemon
-#include <boost/test/unit_test.hpp>
-
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <filesystem>
 #include <regex>
@@ -49,7 +48,8 @@ class NotifySocket {
     const auto deadline = Clock::now() + window;
     while (Clock::now() < deadline) {
       pollfd p{fd_, POLLIN, 0};
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (::poll(&p, 1, static_cast<int>(std::max<long>(left.count(), 0))) <= 0) continue;
       char buffer[4096];
       const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
@@ -77,7 +77,9 @@ std::string joined(const std::vector<std::string>& messages) {
   return out;
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 }  // namespace
 
@@ -96,7 +98,8 @@ BOOST_AUTO_TEST_CASE(ready_comes_only_once_the_ring_is_up_and_only_once) {
 
   daemons.start(1);
   const auto later = manager.receive(30s, "READY=1");
-  BOOST_REQUIRE_MESSAGE(any_contains(later, "READY=1"), "no READY=1 after the ring formed: " << joined(later));
+  BOOST_REQUIRE_MESSAGE(any_contains(later, "READY=1"),
+                        "no READY=1 after the ring formed: " << joined(later));
   BOOST_TEST(any_contains(later, "STATUS=ring up (2 nodes)"), joined(later));
   BOOST_TEST(ring.is_up(0), "READY=1 came but zringd does not report the ring up");
 
@@ -107,7 +110,8 @@ BOOST_AUTO_TEST_CASE(ready_comes_only_once_the_ring_is_up_and_only_once) {
   daemons.start(1);
   const auto again = manager.receive(30s, "STATUS=ring up");
   BOOST_TEST(any_contains(again, "STATUS=ring up"), joined(again));
-  BOOST_TEST((!any_contains(down, "READY=1") && !any_contains(again, "READY=1")), joined(down) << joined(again));
+  BOOST_TEST((!any_contains(down, "READY=1") && !any_contains(again, "READY=1")),
+             joined(down) << joined(again));
 
   daemons.process(0).signal(SIGTERM);
   BOOST_TEST(daemons.process(0).wait(10s).value_or(-1) == 0, daemons.log(0));
@@ -130,7 +134,8 @@ BOOST_AUTO_TEST_CASE(sigterm_mid_op_fails_the_op_on_its_clients_and_exits_zero_w
   daemons.wait_up();
   Client c0 = start_client(ring, 0, "none", 100000, 1000000, 1, 60000);
   Client c1 = start_client(ring, 1, "none", 100000, 1000000, 1, 60000);
-  BOOST_REQUIRE(eventually([&] { return number_at(status_of(ring.ipc(0)), "ops_done") >= 2; }, 30s));
+  BOOST_REQUIRE(
+      eventually([&] { return number_at(status_of(ring.ipc(0)), "ops_done") >= 2; }, 30s));
   // Freeze n1: n0's next op waits for n1's chunks (for up to 20 s).
   daemons.process(1).signal(SIGSTOP);
   std::this_thread::sleep_for(500ms);
@@ -191,7 +196,9 @@ BOOST_AUTO_TEST_CASE(sighup_rereads_the_log_level_and_says_so) {
         [&] {
           const std::string log = daemons.log(0);
           std::size_t count = 0;
-          for (std::size_t at = log.find("SIGHUP"); at != std::string::npos; at = log.find("SIGHUP", at + 1)) ++count;
+          for (std::size_t at = log.find("SIGHUP"); at != std::string::npos;
+               at = log.find("SIGHUP", at + 1))
+            ++count;
           return count >= static_cast<std::size_t>(nth);
         },
         10s);
@@ -199,24 +206,32 @@ BOOST_AUTO_TEST_CASE(sighup_rereads_the_log_level_and_says_so) {
   // At info, a finished op is not logged.
   Client first = start_client(ring, 0, "none", 1, 100, 1);
   BOOST_REQUIRE(first.process.wait(30s).value_or(-1) == 0);
-  BOOST_TEST(!std::regex_search(daemons.log(0), std::regex("debug: op [0-9]+ done")), daemons.log(0));
+  BOOST_TEST(!std::regex_search(daemons.log(0), std::regex("debug: op [0-9]+ done")),
+             daemons.log(0));
 
-  std::string debug = std::regex_replace(original, std::regex("log_level: info"), "log_level: debug");
+  std::string debug =
+      std::regex_replace(original, std::regex("log_level: info"), "log_level: debug");
   BOOST_REQUIRE(reload(debug, 1));
-  BOOST_TEST(contains(daemons.log(0), "notice: SIGHUP: re-read " + ring.config_path() + "; log level debug"),
+  BOOST_TEST(contains(daemons.log(0),
+                      "notice: SIGHUP: re-read " + ring.config_path() + "; log level debug"),
              daemons.log(0));
   BOOST_TEST(contains(daemons.log(0), "was info; nothing else changed"), daemons.log(0));
   Client second = start_client(ring, 0, "none", 1, 100, 2);
   BOOST_REQUIRE(second.process.wait(30s).value_or(-1) == 0);
-  BOOST_TEST(eventually([&] { return std::regex_search(daemons.log(0), std::regex("debug: op [0-9]+ done")); }, 5s),
-             daemons.log(0));
+  BOOST_TEST(
+      eventually(
+          [&] { return std::regex_search(daemons.log(0), std::regex("debug: op [0-9]+ done")); },
+          5s),
+      daemons.log(0));
 
   // A change that needs a restart is named; the level still applies.
-  std::string slower = std::regex_replace(debug, std::regex("timeout_ms: 2000"), "timeout_ms: 3000");
+  std::string slower =
+      std::regex_replace(debug, std::regex("timeout_ms: 2000"), "timeout_ms: 3000");
   slower = std::regex_replace(slower, std::regex("log_level: debug"), "log_level: warn");
   BOOST_REQUIRE(reload(slower, 2));
   BOOST_TEST(contains(daemons.log(0), "log level warn"), daemons.log(0));
-  BOOST_TEST(contains(daemons.log(0), "changes to timeout_ms take effect after a restart"), daemons.log(0));
+  BOOST_TEST(contains(daemons.log(0), "changes to timeout_ms take effect after a restart"),
+             daemons.log(0));
 
   // A broken file: the running configuration stays, the daemon runs on.
   BOOST_REQUIRE(reload("nodes: [oops\n", 3));
@@ -235,8 +250,10 @@ BOOST_AUTO_TEST_CASE(sighup_keeps_the_command_line_log_level) {
   BOOST_TEST(!contains(daemons.log(0), "info:"), daemons.log(0));
   daemons.process(0).signal(SIGHUP);
   BOOST_REQUIRE(eventually([&] { return contains(daemons.log(0), "SIGHUP"); }, 10s));
-  BOOST_TEST(contains(daemons.log(0), "log level warn (from --log-level, which wins over the file's info), unchanged"),
-             daemons.log(0));
+  BOOST_TEST(
+      contains(daemons.log(0),
+               "log level warn (from --log-level, which wins over the file's info), unchanged"),
+      daemons.log(0));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,7 +3,6 @@
 // method, as a table and as JSON.
 #define BOOST_TEST_MODULE ops_observe
 #include <boost/test/unit_test.hpp>
-
 #include <sstream>
 
 #define BOOST_BIND_GLOBAL_PLACEHOLDERS  // property_tree still includes the old boost/bind.hpp
@@ -25,7 +24,8 @@ Run zringctl(const std::vector<std::string>& args, const std::string& dir) {
 
 std::vector<std::string> member_states(const ptree& report) {
   std::vector<std::string> states;
-  for (const auto& [key, member] : report.get_child("members")) states.push_back(member.get<std::string>("state"));
+  for (const auto& [key, member] : report.get_child("members"))
+    states.push_back(member.get<std::string>("state"));
   return states;
 }
 
@@ -64,7 +64,8 @@ BOOST_AUTO_TEST_CASE(status_reports_members_ranks_ops_errors_and_bytes_per_metho
   BOOST_TEST((member_states(report) == std::vector<std::string>{"up", "self"}));
   const ptree& quant = report.get_child("methods").get_child("quant:8");
   BOOST_TEST(number_at(quant, "ops") == 3);
-  // A dense float32 ring of N nodes sends 2 (N-1) / N of the gradients per op: all of them for N = 2.
+  // A dense float32 ring of N nodes sends 2 (N-1) / N of the gradients per op: all of them for N
+  // = 2.
   BOOST_TEST(number_at(quant, "raw_bytes") == 3 * 100000 * 4);
   const auto sent = number_at(quant, "wire_bytes_sent");
   const auto received = number_at(quant, "wire_bytes_received");
@@ -89,12 +90,14 @@ BOOST_AUTO_TEST_CASE(status_reports_members_ranks_ops_errors_and_bytes_per_metho
   Client late1 = start_client(ring, 1, "none", 1, 100, 8, 10000, 1);
   BOOST_TEST(late0.process.wait(30s).value_or(-1) == 3);
   BOOST_TEST(late1.process.wait(30s).value_or(-1) == 3);
-  BOOST_REQUIRE(eventually([&] { return member_states(status_of(ring.ipc(1)))[0] == "down"; }, 15s));
+  BOOST_REQUIRE(
+      eventually([&] { return member_states(status_of(ring.ipc(1)))[0] == "down"; }, 15s));
   const ptree after = status_of(ring.ipc(1));
   BOOST_TEST(!flag_at(after, "ring_up"));
   BOOST_TEST(number_at(after, "ops_failed") == 1);
   BOOST_TEST(!after.get<std::string>("last_error").empty());
-  BOOST_TEST(contains(after.get<std::string>("ring_reason"), "n0"), after.get<std::string>("ring_reason"));
+  BOOST_TEST(contains(after.get<std::string>("ring_reason"), "n0"),
+             after.get<std::string>("ring_reason"));
   const Run down = zringctl({"status", "--endpoint", ring.ipc(1)}, ring.dir());
   BOOST_TEST(contains(down.out, "ring        DOWN since"), down.out);
   BOOST_TEST(contains(down.out, "unreachable"), down.out);
@@ -107,7 +110,8 @@ BOOST_AUTO_TEST_CASE(status_finds_the_endpoint_in_the_config_and_fails_clearly_w
   Daemons daemons(ring);
   daemons.start(0);
   daemons.wait_up();
-  const Run via_config = zringctl({"status", "--config", ring.config_path(), "--node", "n0"}, ring.dir());
+  const Run via_config =
+      zringctl({"status", "--config", ring.config_path(), "--node", "n0"}, ring.dir());
   BOOST_TEST(via_config.status == 0, via_config.out);
   BOOST_TEST(contains(via_config.out, "node        n0"), via_config.out);
   daemons.process(0).kill();
@@ -121,8 +125,10 @@ BOOST_AUTO_TEST_CASE(check_config_prints_the_ring_or_the_problem) {
   const Run ok = zringctl({"check-config", ring.config_path(), "--node", "n1"}, ring.dir());
   BOOST_TEST(ok.status == 0, ok.out);
   BOOST_TEST(contains(ok.out, "ok: 3 nodes x 1 local ranks (world size 3)"), ok.out);
-  BOOST_TEST(contains(ok.out, "n1  tcp://127.0.0.1:" + std::to_string(ring.port(1)) + "   <- self"), ok.out);
-  proc::write_file(ring.dir() + "/bad.yaml", proc::read_file(ring.config_path()) + "metrics: {listen: nowhere}\n");
+  BOOST_TEST(contains(ok.out, "n1  tcp://127.0.0.1:" + std::to_string(ring.port(1)) + "   <- self"),
+             ok.out);
+  proc::write_file(ring.dir() + "/bad.yaml",
+                   proc::read_file(ring.config_path()) + "metrics: {listen: nowhere}\n");
   const Run bad = zringctl({"check-config", ring.dir() + "/bad.yaml", "--node", "n1"}, ring.dir());
   BOOST_TEST(bad.status == 2, bad.out);
   BOOST_TEST(contains(bad.out, "metrics.listen: 'nowhere' has no port"), bad.out);

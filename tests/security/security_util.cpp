@@ -70,9 +70,10 @@ void TestRing::start_all() {
 
 void TestRing::start(std::size_t n, const std::string& config_path) {
   daemons_.at(n).kill();
-  daemons_[n] = proc::Process::spawn(
-      {ZRING_ZRINGD_PATH, "--config", config_path.empty() ? config_path_ : config_path, "--node", name(n)},
-      dir() + "/" + name(n) + ".log");
+  daemons_[n] =
+      proc::Process::spawn({ZRING_ZRINGD_PATH, "--config",
+                            config_path.empty() ? config_path_ : config_path, "--node", name(n)},
+                           dir() + "/" + name(n) + ".log");
 }
 
 void TestRing::wait_up() {

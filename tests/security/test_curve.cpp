@@ -134,8 +134,9 @@ BOOST_AUTO_TEST_CASE(ring_with_matching_keys_works) {
   const Output shown =
       run({ZRING_ZRINGCTL_PATH, "status", "--endpoint", ring.ipc(0)}, ring.dir() + "/status.log");
   BOOST_TEST(shown.status == 0, shown.out);
-  BOOST_TEST(shown.out.find("ring port   CurveZMQ on, 0 connections refused by key") != std::string::npos,
-             shown.out);
+  BOOST_TEST(
+      shown.out.find("ring port   CurveZMQ on, 0 connections refused by key") != std::string::npos,
+      shown.out);
   for (std::size_t n = 0; n < 3; ++n) {
     BOOST_TEST(ring.counter(n, "auth_rejected") == 0u);
     BOOST_TEST(ring.counter(n, "dropped") == 0u, ring.status(n));
@@ -166,10 +167,8 @@ BOOST_AUTO_TEST_CASE(strangers_without_a_ring_key_cannot_inject_anything) {
   std::vector<std::vector<std::uint8_t>> frames;
   const auto p = static_cast<std::uint32_t>(predecessor);
   for (std::uint64_t op = 0; op < 40; ++op) {
-    frames.push_back(
-        header_bytes(data_header(generation, op, p, wire::Phase::manifest, p, 0, 1)));
-    frames.push_back(
-        header_bytes(data_header(generation, op, p, wire::Phase::reduce, p, 0, 1)));
+    frames.push_back(header_bytes(data_header(generation, op, p, wire::Phase::manifest, p, 0, 1)));
+    frames.push_back(header_bytes(data_header(generation, op, p, wire::Phase::reduce, p, 0, 1)));
     frames.push_back(header_bytes(control_header(wire::RingKind::abort, generation, p, op)));
   }
   frames.push_back(header_bytes(control_header(wire::RingKind::heartbeat, generation + 2, p)));
@@ -258,7 +257,8 @@ BOOST_AUTO_TEST_CASE(stale_public_key_is_refused_and_named_then_fixed) {
   // Node 2 refuses node 1's key, again and again.
   BOOST_TEST(ring.wait_counter_above(2, "auth_rejected", 1) > 1u, ring.status(2));
   const std::string refused = ring.status(2);
-  BOOST_TEST(refused.find("with key " + old_key + ", which is not one of the ring's keys") != std::string::npos,
+  BOOST_TEST(refused.find("with key " + old_key + ", which is not one of the ring's keys") !=
+                 std::string::npos,
              refused);
   // Node 1 learns it from its side of the handshake.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

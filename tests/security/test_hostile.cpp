@@ -360,7 +360,8 @@ BOOST_AUTO_TEST_CASE(flood_for_the_next_op_does_not_crowd_out_its_summaries) {
     BOOST_TEST_CONTEXT("round " << round) {
       // Between ops. Ops are numbered from 0 in each ring generation, so the
       // next one is at most the number of ops done so far: flood them all.
-      const std::uint64_t done = ring.counter(target, "ops_done") + ring.counter(target, "ops_failed");
+      const std::uint64_t done =
+          ring.counter(target, "ops_done") + ring.counter(target, "ops_failed");
       const std::uint64_t generation = ring.counter(target, "generation");
       const std::uint64_t dropped = ring.counter(target, "dropped");
       constexpr std::uint32_t kPerOp = 1500;  // more than an op not begun could ever keep
@@ -516,10 +517,13 @@ BOOST_AUTO_TEST_CASE(a_client_that_reads_nothing_for_a_while_still_gets_every_an
   while (got < kRequests && std::chrono::steady_clock::now() < give_up) {
     zmq::message_t reply;
     if (!dealer.recv(reply)) continue;
-    const wire::IpcHeader answer = wire::decode_ipc_header(reply.data<std::uint8_t>(), reply.size());
+    const wire::IpcHeader answer =
+        wire::decode_ipc_header(reply.data<std::uint8_t>(), reply.size());
     if (answer.kind == wire::IpcKind::keepalive) continue;
-    BOOST_TEST_REQUIRE((answer.kind == wire::IpcKind::error), "answer " << got + 1 << " is no error");
-    BOOST_TEST_REQUIRE(answer.error_code == static_cast<std::uint32_t>(ErrorCode::malformed_message));
+    BOOST_TEST_REQUIRE((answer.kind == wire::IpcKind::error),
+                       "answer " << got + 1 << " is no error");
+    BOOST_TEST_REQUIRE(answer.error_code ==
+                       static_cast<std::uint32_t>(ErrorCode::malformed_message));
     out_of_order += answer.request == got + 1 ? 0 : 1;
     ++got;
   }

@@ -37,7 +37,8 @@ using Vec = std::vector<float>;
 Vec own_selection(const CompressionMethod& m, const Vec& c) {
   Vec d(c.size(), 0.0f);
   switch (m.kind()) {
-    case CompressionKind::none: return c;
+    case CompressionKind::none:
+      return c;
     case CompressionKind::fp16:
       for (std::size_t i = 0; i < c.size(); ++i) d[i] = round_to_half(c[i]);
       return d;
@@ -51,15 +52,14 @@ Vec own_selection(const CompressionMethod& m, const Vec& c) {
     case CompressionKind::topk: {
       std::vector<std::size_t> order(c.size());
       std::iota(order.begin(), order.end(), 0);
-      auto key = [&](std::size_t i) {
-        return std::isnan(c[i]) ? INFINITY : std::fabs(c[i]);
-      };
+      auto key = [&](std::size_t i) { return std::isnan(c[i]) ? INFINITY : std::fabs(c[i]); };
       std::stable_sort(order.begin(), order.end(),
                        [&](std::size_t a, std::size_t b) { return key(a) > key(b); });
       for (std::size_t j = 0; j < m.kept_for(c.size()); ++j) d[order[j]] = c[order[j]];
       return d;
     }
-    default: return d;
+    default:
+      return d;
   }
 }
 
@@ -184,11 +184,11 @@ Expected expected_average(const CompressionMethod& method, const std::vector<Ten
       }
       mean[i] = static_cast<float>(sum / static_cast<double>(world));
       // Float sums in another order, and for fp16/bf16 one rounding per hop.
-      tol[i] = unit * (magnitude + 1e-30) * (base.kind() == CompressionKind::fp16 ||
-                                                     base.kind() == CompressionKind::bf16
-                                                 ? 1.0
-                                                 : 2.0) +
-               noise[i] + 1e-37;
+      tol[i] =
+          unit * (magnitude + 1e-30) *
+              (base.kind() == CompressionKind::fp16 || base.kind() == CompressionKind::bf16 ? 1.0
+                                                                                            : 2.0) +
+          noise[i] + 1e-37;
       boundary[i] = std::max(boundary[i] * 1.001 + tol[i], tol[i]);
     }
     if (ef) {

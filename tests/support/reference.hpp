@@ -9,7 +9,6 @@
 #include <map>
 #include <string>
 #include <vector>
-
 #include <zring/zring.hpp>
 
 namespace zring::testing {

@@ -2,7 +2,6 @@
 // file's nodes, wired by a network that delivers, loses or cuts their
 // messages, on a clock the test moves.
 #include <boost/test/unit_test.hpp>
-
 #include <memory>
 #include <set>
 #include <string>
@@ -30,7 +29,8 @@ constexpr auto kStep = 10ms;
 // Nodes n0..n{count-1}; each one's machine, and what reaches whom.
 class Network {
  public:
-  explicit Network(std::size_t count, std::size_t min_nodes = 0) : count_(count), min_nodes_(min_nodes) {
+  explicit Network(std::size_t count, std::size_t min_nodes = 0)
+      : count_(count), min_nodes_(min_nodes) {
     for (std::size_t n = 0; n < count; ++n) nodes_.push_back(make(n));
   }
 
@@ -74,7 +74,8 @@ class Network {
   bool agreed(const Members& ring) {
     const std::uint64_t g = at(ring.front()).generation();
     for (const std::uint32_t n : ring) {
-      if (!running(n) || !at(n).up() || at(n).generation() != g || at(n).members() != ring) return false;
+      if (!running(n) || !at(n).up() || at(n).generation() != g || at(n).members() != ring)
+        return false;
     }
     return true;
   }
@@ -84,7 +85,8 @@ class Network {
     MembershipOptions options;
     for (std::size_t i = 0; i < count_; ++i) {
       options.names.push_back("n" + std::to_string(i));
-      options.labels.push_back("node 'n" + std::to_string(i) + "' (tcp://127.0.0.1:" + std::to_string(7000 + i) + ")");
+      options.labels.push_back("node 'n" + std::to_string(i) +
+                               "' (tcp://127.0.0.1:" + std::to_string(7000 + i) + ")");
     }
     options.self = n;
     options.min_nodes = min_nodes_ != 0 ? min_nodes_ : count_ / 2 + 1;
@@ -117,7 +119,9 @@ class Network {
   std::set<std::pair<std::size_t, std::size_t>> cut_;
 };
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -151,9 +155,11 @@ BOOST_AUTO_TEST_CASE(a_node_gone_for_good_is_dropped_and_the_op_in_flight_fails_
   const auto broken = net.at(1).take_break();
   BOOST_REQUIRE(broken.has_value());
   BOOST_TEST((broken->code == ErrorCode::peer_lost));
-  BOOST_TEST(contains(broken->text, "nothing heard from node 'n2' (tcp://127.0.0.1:7002) for "), broken->text);
+  BOOST_TEST(contains(broken->text, "nothing heard from node 'n2' (tcp://127.0.0.1:7002) for "),
+             broken->text);
   for (const std::size_t n : {0, 1, 3}) {
-    BOOST_TEST(contains(net.at(n).last_change(), "[n0 n1 n2 n3] -> [n0 n1 n3]: "), net.at(n).last_change());
+    BOOST_TEST(contains(net.at(n).last_change(), "[n0 n1 n2 n3] -> [n0 n1 n3]: "),
+               net.at(n).last_change());
     BOOST_TEST((net.at(n).peer(2, net.now()) == PeerState::silent));
   }
   BOOST_TEST(net.at(3).predecessor() == 1u);
@@ -172,7 +178,8 @@ BOOST_AUTO_TEST_CASE(a_node_adopting_a_new_ring_mid_op_fails_it_saying_how_the_r
   const auto broken = net.at(1).take_break();
   BOOST_REQUIRE(broken.has_value());
   BOOST_TEST((broken->code == ErrorCode::aborted));
-  BOOST_TEST(broken->text == "the ring re-formed during the op ([n0 n1] -> [n0 n1 n2]): taking in node 'n2'");
+  BOOST_TEST(broken->text ==
+             "the ring re-formed during the op ([n0 n1] -> [n0 n1 n2]): taking in node 'n2'");
 }
 
 BOOST_AUTO_TEST_CASE(when_the_first_node_dies_the_next_one_coordinates) {
@@ -194,9 +201,11 @@ BOOST_AUTO_TEST_CASE(neither_side_of_a_partition_without_a_quorum_goes_on) {
     BOOST_TEST(!net.at(n).up(), "n" << n);
   }
   BOOST_TEST(net.at(0).down_reason() ==
-             "no quorum: 2 of the 4 listed nodes are reachable ([n0 n1]; not heard for 1000 ms: [n2 n3]), and min_nodes is 3");
+             "no quorum: 2 of the 4 listed nodes are reachable ([n0 n1]; not heard for 1000 ms: "
+             "[n2 n3]), and min_nodes is 3");
   BOOST_TEST(net.at(2).down_reason() ==
-             "no quorum: 2 of the 4 listed nodes are reachable ([n2 n3]; not heard for 1000 ms: [n0 n1]), and min_nodes is 3");
+             "no quorum: 2 of the 4 listed nodes are reachable ([n2 n3]; not heard for 1000 ms: "
+             "[n0 n1]), and min_nodes is 3");
   net.heal();
   BOOST_TEST(net.settles_on({0, 1, 2, 3}, 2s));
 }
@@ -244,7 +253,8 @@ BOOST_AUTO_TEST_CASE(a_ring_waits_a_timeout_for_listed_nodes_that_have_not_start
   net.stop(3);
   net.run(kTimeout / 2);
   BOOST_TEST(!net.at(0).up());
-  BOOST_TEST(contains(net.at(0).down_reason(), "waiting up to 1000 ms after this node started to hear from [n3]"),
+  BOOST_TEST(contains(net.at(0).down_reason(),
+                      "waiting up to 1000 ms after this node started to hear from [n3]"),
              net.at(0).down_reason());
   BOOST_TEST(net.settles_on({0, 1, 2}, kTimeout));
   net.start(3);  // a listed node that starts late

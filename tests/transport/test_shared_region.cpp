@@ -2,17 +2,15 @@
 // gives: no room behind the buffer is a limit the operator can raise
 // (resource_limit), a place the system refuses is system_error; neither is
 // a connection problem, and no buffer is left half made.
-#include <boost/test/unit_test.hpp>
-
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <boost/test/unit_test.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
-
 #include <zring/error.hpp>
 
 #include "transport/shared_region.hpp"
@@ -48,7 +46,8 @@ BOOST_AUTO_TEST_CASE(a_directory_that_is_not_there_is_a_system_error_naming_the_
   const std::optional<Error> e = create_error(path, 4096);
   BOOST_REQUIRE(e);
   BOOST_TEST((e->code() == ErrorCode::system_error));
-  BOOST_TEST(std::string(e->what()) == "shared buffer " + path + ": create: No such file or directory");
+  BOOST_TEST(std::string(e->what()) ==
+             "shared buffer " + path + ": create: No such file or directory");
 }
 
 // A file-size limit stands in for a full /dev/shm (both refuse the pages

@@ -1,15 +1,13 @@
 // The staging board: a client's StagedTransfer and zringd's RegionStaging
 // over two mappings of one shared buffer, as in two processes.
 #define BOOST_TEST_MODULE transport
-#include <boost/test/unit_test.hpp>
-
 #include <unistd.h>
 
+#include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
-
 #include <zring/error.hpp>
 
 #include "client/staged_transfer.hpp"
@@ -55,7 +53,8 @@ BOOST_AUTO_TEST_CASE(a_client_that_stops_staging_fails_the_op_with_a_timeout_nam
   } catch (const Error& e) {
     BOOST_TEST(e.code() == ErrorCode::timeout);
     const std::string what = e.what();
-    BOOST_TEST(what.find("rank 5 (local rank 0 of node 'x') stopped handing over its values") == 0, what);
+    BOOST_TEST(what.find("rank 5 (local rank 0 of node 'x') stopped handing over its values") == 0,
+               what);
     BOOST_TEST(what.find("(5 of 1000 in place)") != std::string::npos, what);
   }
 }
@@ -66,7 +65,8 @@ BOOST_AUTO_TEST_CASE(staged_values_arrive_in_order_and_only_published_averages_c
   std::vector<float> a(700), b(300), out_a(700, -1.0f), out_b(300, -1.0f);
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i);
   for (std::size_t i = 0; i < b.size(); ++i) b[i] = 1000.0f + static_cast<float>(i);
-  std::vector<TensorIo> ios = {{a.data(), out_a.data(), 700, 0}, {b.data(), out_b.data(), 300, 700}};
+  std::vector<TensorIo> ios = {{a.data(), out_a.data(), 700, 0},
+                               {b.data(), out_b.data(), 300, 700}};
   const collective::StagingOrder order(n, 2, 1);  // node 1 of 2: segment 1 first
   StagingBoard& client_board = board_of(*sides.client);
   client_board.reset();
@@ -74,8 +74,8 @@ BOOST_AUTO_TEST_CASE(staged_values_arrive_in_order_and_only_published_averages_c
   transfer.stage();
   BOOST_TEST(board_of(*sides.daemon).staged.load() == n);
   {
-    RegionStaging staging({sides.daemon}, {"rank 1"}, order, std::chrono::milliseconds(1000), order.segments(),
-                          order.node());
+    RegionStaging staging({sides.daemon}, {"rank 1"}, order, std::chrono::milliseconds(1000),
+                          order.segments(), order.node());
     staging.wait_all();
     float* v = sides.daemon_values();
     for (std::size_t i = 0; i < n; ++i) {
@@ -90,8 +90,7 @@ BOOST_AUTO_TEST_CASE(staged_values_arrive_in_order_and_only_published_averages_c
     BOOST_TEST(!transfer.finished());
     for (std::size_t i = 0; i < 700; ++i)
       BOOST_REQUIRE_EQUAL(out_a[i], i >= 500 ? 2 * a[i] : -1.0f);
-    for (std::size_t i = 0; i < 300; ++i)
-      BOOST_REQUIRE_EQUAL(out_b[i], i < 50 ? 2 * b[i] : -1.0f);
+    for (std::size_t i = 0; i < 300; ++i) BOOST_REQUIRE_EQUAL(out_b[i], i < 50 ? 2 * b[i] : -1.0f);
   }  // zringd is done with the op
   BOOST_TEST(transfer.finished());
   transfer.take_rest();

@@ -1,40 +1,33 @@
 // message_samples.cpp - sample ring, summary, IPC and trace messages and their checks.
 #include "message_samples.hpp"
 
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
-
-#include <boost/test/unit_test.hpp>
-
 #include <zring/error.hpp>
 
 #include "wire_test_util.hpp"
 
 namespace zring::wire_test {
 
-using wire::NodeSummary;
 using wire::IpcHeader;
 using wire::IpcKind;
+using wire::NodeSummary;
 using wire::RingHeader;
 using wire::RingKind;
 
 const std::vector<RingKind>& all_ring_kinds() {
-  static const std::vector<RingKind> kinds = {RingKind::data,   RingKind::heartbeat,
-                                              RingKind::form,   RingKind::up,
-                                              RingKind::reform, RingKind::abort};
+  static const std::vector<RingKind> kinds = {RingKind::data, RingKind::heartbeat, RingKind::form,
+                                              RingKind::up,   RingKind::reform,    RingKind::abort};
   return kinds;
 }
 
 const std::vector<IpcKind>& all_ipc_kinds() {
-  static const std::vector<IpcKind> kinds = {IpcKind::hello,  IpcKind::welcome,
-                                             IpcKind::submit, IpcKind::result,
-                                             IpcKind::error,  IpcKind::keepalive,
-                                             IpcKind::status, IpcKind::attach,
-                                             IpcKind::submit_shared,
-                                             IpcKind::result_shared,
-                                             IpcKind::submit_staged,
-                                             IpcKind::trace};
+  static const std::vector<IpcKind> kinds = {
+      IpcKind::hello,         IpcKind::welcome,       IpcKind::submit,        IpcKind::result,
+      IpcKind::error,         IpcKind::keepalive,     IpcKind::status,        IpcKind::attach,
+      IpcKind::submit_shared, IpcKind::result_shared, IpcKind::submit_staged, IpcKind::trace};
   return kinds;
 }
 
@@ -75,7 +68,8 @@ RingHeader sample_ring_header(RingKind kind) {
 NodeSummary sample_summary() {
   NodeSummary s;
   s.manifest = sample_manifest();
-  s.failure = Status{ErrorCode::size_mismatch, "rank 3: tensor 'c.matrix' holds 12 elements, expected 12300"};
+  s.failure = Status{ErrorCode::size_mismatch,
+                     "rank 3: tensor 'c.matrix' holds 12 elements, expected 12300"};
   s.stats = {0.5f, -1.25f, 3e38f, -0.0f, std::numeric_limits<float>::denorm_min(), 7.0f};
   s.nonfinite = {{0, 0, std::numeric_limits<float>::infinity()},
                  {2, 12299, -std::numeric_limits<float>::infinity()},

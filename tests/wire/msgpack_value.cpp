@@ -1,9 +1,8 @@
 // msgpack_value.cpp - msgpack <-> Value, for crafting test messages.
 #include "msgpack_value.hpp"
 
-#include <stdexcept>
-
 #include <msgpack.hpp>
+#include <stdexcept>
 
 namespace zring::wire_test {
 namespace {

@@ -3,7 +3,6 @@
 // gradients that pass validation. Any other exception, a crash or a
 // sanitizer report fails the test.
 #include <boost/test/unit_test.hpp>
-
 #include <random>
 
 #include "wire/wire.hpp"

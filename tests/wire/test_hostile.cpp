@@ -2,9 +2,7 @@
 // the layout or the rules; each must throw zring::Error, never crash or
 // allocate what it claims.
 #include <boost/test/unit_test.hpp>
-
 #include <limits>
-
 #include <msgpack.hpp>
 
 #include "codec/codec.hpp"
@@ -12,8 +10,8 @@
 #include "wire_test_util.hpp"
 
 namespace wt = zring::wire_test;
-using zring::ErrorCode;
 using wt::Bytes;
+using zring::ErrorCode;
 namespace wire = zring::wire;
 
 namespace {
@@ -38,8 +36,8 @@ struct Builder {
 // The code decode_gradients throws, and its message in *message.
 ErrorCode decode_code(const Bytes& bytes, std::string* message = nullptr,
                       const wire::DecodeLimits& limits = {}) {
-  return wt::code_of(
-      [&] { (void)wire::decode_gradients(bytes.data(), bytes.size(), limits); }, message);
+  return wt::code_of([&] { (void)wire::decode_gradients(bytes.data(), bytes.size(), limits); },
+                     message);
 }
 
 void expect_malformed(const Bytes& bytes, const std::string& mention = "",
@@ -189,13 +187,19 @@ BOOST_AUTO_TEST_CASE(field_types) {
     b.header().p.pack_array(1);
     b.p.pack_array(5);
     b.p.pack(e.name);
-    if (variant == 2) b.p.pack_uint32(7); else b.p.pack(e.method);
+    if (variant == 2)
+      b.p.pack_uint32(7);
+    else
+      b.p.pack(e.method);
     b.p.pack_array(2);
     b.p.pack_uint32(2);
     b.p.pack_uint32(3);
-    if (variant == 0) b.p.pack_int32(-6);
-    else if (variant == 1) b.p.pack_double(6.5);  // (msgpack-c packs 6.0 as an int)
-    else b.p.pack_uint32(6);
+    if (variant == 0)
+      b.p.pack_int32(-6);
+    else if (variant == 1)
+      b.p.pack_double(6.5);  // (msgpack-c packs 6.0 as an int)
+    else
+      b.p.pack_uint32(6);
     b.p.pack_bin(static_cast<std::uint32_t>(e.payload.size()));
     b.p.pack_bin_body(reinterpret_cast<const char*>(e.payload.data()),
                       static_cast<std::uint32_t>(e.payload.size()));
@@ -278,8 +282,7 @@ BOOST_AUTO_TEST_CASE(names) {
   expect_malformed(wt::pack_message({valid_entry("long_name")}), "name", limits);
   // Control bytes of a hostile name never reach the error message raw.
   std::string message;
-  decode_code(wt::pack_message({valid_entry("x\n\x1b[31m"), valid_entry("x\n\x1b[31m")}),
-              &message);
+  decode_code(wt::pack_message({valid_entry("x\n\x1b[31m"), valid_entry("x\n\x1b[31m")}), &message);
   BOOST_TEST(message.find('\x1b') == std::string::npos);
 }
 

@@ -1,9 +1,7 @@
 // test_ipc_messages.cpp - IPC headers (client or zringctl <-> zringd) round
 // trip for every kind, and hostile ones throw malformed_message.
 #include <boost/test/unit_test.hpp>
-
 #include <msgpack.hpp>
-
 #include <zring/error.hpp>
 
 #include "message_samples.hpp"
@@ -50,8 +48,8 @@ BOOST_AUTO_TEST_CASE(default_header_layout_is_pinned) {
   const Bytes bytes = wire::encode_ipc_header({});
   // array16 of 17: 2, 4, kind 1, request 0, local_rank 0, manifest ["", []],
   // five u32, node "", op, wire_bytes, dense_bytes, error_code, text "".
-  const Bytes want = {0xdc, 0, 17, 2, 4, 1, 0, 0, 0x92, 0xa0, 0x90,
-                      0,    0, 0,  0, 0, 0xa0, 0, 0, 0, 0, 0xa0};
+  const Bytes want = {0xdc, 0, 17, 2, 4, 1,    0, 0, 0x92, 0xa0, 0x90,
+                      0,    0, 0,  0, 0, 0xa0, 0, 0, 0,    0,    0xa0};
   BOOST_TEST(bytes == want, boost::test_tools::per_element());
   wt::check_equal(wire::decode_ipc_header(bytes.data(), bytes.size()), wire::IpcHeader{});
 }
@@ -143,7 +141,8 @@ BOOST_AUTO_TEST_CASE(hostile_manifests) {
 
 BOOST_AUTO_TEST_CASE(other_message_types) {
   const Bytes ring = wire::encode_ring_header(wt::sample_ring_header(wire::RingKind::up));
-  wt::expect_malformed(ipc, ring, "expected a message of type 4 (IPC header), got type 2 (ring header)");
+  wt::expect_malformed(ipc, ring,
+                       "expected a message of type 4 (IPC header), got type 2 (ring header)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,10 +4,8 @@
 // message that keeps every promise of its decoder. Any other exception, a crash or a
 // sanitizer report fails the test.
 #include <boost/test/unit_test.hpp>
-
 #include <functional>
 #include <random>
-
 #include <zring/error.hpp>
 
 #include "message_samples.hpp"
@@ -63,7 +61,9 @@ std::vector<Subject> subjects() {
   for (const wire::IpcKind kind : wt::all_ipc_kinds())
     out.push_back({"IPC header, kind " + std::to_string(static_cast<int>(kind)),
                    wire::encode_ipc_header(wt::sample_ipc_header(kind)), ipc});
-  const auto trace = [](const Bytes& b) { return rejected_by(b, wire::decode_trace, wire::encode_trace); };
+  const auto trace = [](const Bytes& b) {
+    return rejected_by(b, wire::decode_trace, wire::encode_trace);
+  };
   out.push_back({"trace", wire::encode_trace(wt::sample_trace()), trace});
   return out;
 }
@@ -146,8 +146,8 @@ BOOST_AUTO_TEST_CASE(other_versions_are_unsupported) {
                   ErrorCode::unsupported_version));
     }
     const Bytes cut = {0xdd, 0x00, 0x00, 0x00, 0x09, 0x07};  // array32 of 9: [7, ...
-    BOOST_TEST((wt::code_of([&] { decode(cut.data(), cut.size()); }) ==
-                ErrorCode::unsupported_version));
+    BOOST_TEST(
+        (wt::code_of([&] { decode(cut.data(), cut.size()); }) == ErrorCode::unsupported_version));
   }
 }
 

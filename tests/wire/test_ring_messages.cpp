@@ -2,12 +2,9 @@
 // node summaries and payload lists round trip byte-exactly, and hostile
 // versions of them throw zring::Error(malformed_message) naming the field.
 #include <boost/test/unit_test.hpp>
-
 #include <cstdio>
 #include <limits>
-
 #include <msgpack.hpp>
-
 #include <zring/error.hpp>
 
 #include "message_samples.hpp"
@@ -105,7 +102,8 @@ BOOST_AUTO_TEST_CASE(members_travel_as_a_bitmap) {
   BOOST_TEST(wire::decode_ring_header(bytes.data(), bytes.size()).members == h.members,
              boost::test_tools::per_element());
   h.members = {static_cast<std::uint32_t>(wire::kMaxRingNodes)};
-  BOOST_TEST((wt::code_of([&] { (void)wire::encode_ring_header(h); }) == ErrorCode::invalid_argument));
+  BOOST_TEST(
+      (wt::code_of([&] { (void)wire::encode_ring_header(h); }) == ErrorCode::invalid_argument));
 }
 
 BOOST_AUTO_TEST_CASE(long_texts_are_cut_at_a_character_boundary) {
@@ -137,8 +135,8 @@ BOOST_AUTO_TEST_CASE(phases) {
   wt::expect_malformed(ring, wt::pack_value(m), "phase");
   m[2] = static_cast<std::uint64_t>(wire::RingKind::heartbeat);  // control: no phase is fine
   const Bytes heartbeat = wt::pack_value(m);
-  BOOST_TEST(static_cast<int>(wire::decode_ring_header(heartbeat.data(), heartbeat.size())
-                                  .tag.phase) == 0);
+  BOOST_TEST(static_cast<int>(
+                 wire::decode_ring_header(heartbeat.data(), heartbeat.size()).tag.phase) == 0);
   m[6] = 5;
   wt::expect_malformed(ring, wt::pack_value(m), "phase");
 }
@@ -146,9 +144,11 @@ BOOST_AUTO_TEST_CASE(phases) {
 BOOST_AUTO_TEST_CASE(fields_out_of_range_or_of_another_type) {
   Value m = ring_value();
   m[11] = kTooLargeErrorCode;
-  wt::expect_malformed(ring, wt::pack_value(m), "error_code: " + std::to_string(kTooLargeErrorCode) + " is not a zring error code");
+  wt::expect_malformed(
+      ring, wt::pack_value(m),
+      "error_code: " + std::to_string(kTooLargeErrorCode) + " is not a zring error code");
   for (std::size_t field = 5; field <= 10; ++field) {  // sender .. origin: u32
-    if (field == 6) continue;                           // (phase, above)
+    if (field == 6) continue;                          // (phase, above)
     BOOST_TEST_CONTEXT("field " << field) {
       m = ring_value();
       m[field] = 1ull << 32;
@@ -224,7 +224,8 @@ BOOST_AUTO_TEST_CASE(empty_summary_round_trips) {
 
 BOOST_AUTO_TEST_CASE(long_error_is_cut) {
   NodeSummary s = wt::sample_summary();
-  s.failure = zring::Status{zring::ErrorCode::size_mismatch, std::string(3 * wire::kMaxRingTextBytes, 'e')};
+  s.failure =
+      zring::Status{zring::ErrorCode::size_mismatch, std::string(3 * wire::kMaxRingTextBytes, 'e')};
   const Bytes bytes = wire::encode_summary(s);
   const NodeSummary back = wire::decode_summary(bytes.data(), bytes.size());
   BOOST_TEST_REQUIRE(back.failure.has_value());
@@ -307,7 +308,8 @@ BOOST_AUTO_TEST_CASE(manifest_shapes) {
   wt::expect_malformed(summary, wt::pack_value(m), "overflows");
   m = summary_value();
   tensors(m)[2][2] = 12301;  // numel beside shape [300x41]
-  wt::expect_malformed(summary, wt::pack_value(m), "[300x41] holds 12300 elements but numel is 12301");
+  wt::expect_malformed(summary, wt::pack_value(m),
+                       "[300x41] holds 12300 elements but numel is 12301");
   m = summary_value();
   tensors(m)[2][1][0] = 1ull << 32;  // an extent beyond uint32
   wt::expect_malformed(summary, wt::pack_value(m), "shape[0]");
@@ -319,7 +321,8 @@ BOOST_AUTO_TEST_CASE(manifest_shapes) {
   tensors(m)[3][2] = 1;
   wt::expect_malformed(summary, wt::pack_value(m), "shape");
   m = summary_value();
-  tensors(m)[1][1] = Value::Array{std::uint64_t{0}, 1ull << 31, 1ull << 31, 1ull << 31};  // 0 whatever the rest
+  tensors(m)[1][1] =
+      Value::Array{std::uint64_t{0}, 1ull << 31, 1ull << 31, 1ull << 31};  // 0 whatever the rest
   tensors(m)[1][2] = std::uint64_t{0};
   const Bytes ok = wt::pack_value(m);
   BOOST_TEST(wire::decode_summary(ok.data(), ok.size()).manifest.tensors[1].numel == 0u);

@@ -1,9 +1,8 @@
 // test_round_trip.cpp - encode_gradients / decode_gradients agree, for every
 // method, and the header is versioned.
 #define BOOST_TEST_MODULE wire
-#include <boost/test/unit_test.hpp>
-
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 
 #include "wire/wire.hpp"
 #include "wire_test_util.hpp"
@@ -34,8 +33,8 @@ BOOST_AUTO_TEST_CASE(every_method_round_trips_field_by_field) {
     BOOST_TEST_CONTEXT("method " << method) {
       const CompressedMap m = sample(method);
       const wt::Bytes bytes = wire::encode_gradients(m);
-      BOOST_TEST((wire::peek_message_type(bytes.data(), bytes.size()) ==
-                  wire::MessageType::gradients));
+      BOOST_TEST(
+          (wire::peek_message_type(bytes.data(), bytes.size()) == wire::MessageType::gradients));
       wt::check_equal(wire::decode_gradients(bytes.data(), bytes.size()), m);
     }
   }
@@ -88,8 +87,8 @@ BOOST_AUTO_TEST_CASE(encode_refuses_error_feedback_methods) {
   CompressedMap m;
   m.emplace("w", wt::make_gradient("topk:2", 10));
   m["w"].method = zring::CompressionMethod::parse("ef:topk:2");
-  BOOST_TEST((wt::code_of([&] { (void)wire::encode_gradients(m); }) ==
-              ErrorCode::invalid_argument));
+  BOOST_TEST(
+      (wt::code_of([&] { (void)wire::encode_gradients(m); }) == ErrorCode::invalid_argument));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

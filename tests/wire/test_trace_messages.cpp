@@ -2,9 +2,7 @@
 // round trips, its layout, its bounds, and hostile or cut ones refused with
 // malformed_message naming the message and the field.
 #include <boost/test/unit_test.hpp>
-
 #include <msgpack.hpp>
-
 #include <zring/error.hpp>
 
 #include "message_samples.hpp"
@@ -106,8 +104,9 @@ BOOST_AUTO_TEST_CASE(a_claimed_record_count_beyond_the_bound_is_refused_before_i
 BOOST_AUTO_TEST_CASE(fields_out_of_range_or_of_another_type) {
   Value m = trace_value();
   record(m, 0)[8] = wt::kUnknownErrorCode;
-  wt::expect_malformed(trace, wt::pack_value(m), "record #0: error: " + std::to_string(wt::kUnknownErrorCode) +
-                                                     " is not a zring error code");
+  wt::expect_malformed(
+      trace, wt::pack_value(m),
+      "record #0: error: " + std::to_string(wt::kUnknownErrorCode) + " is not a zring error code");
   m = trace_value();
   record(m, 1)[8] = "timeout";
   wt::expect_malformed(trace, wt::pack_value(m), "record #1: error: not an unsigned integer");

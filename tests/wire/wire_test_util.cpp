@@ -2,10 +2,9 @@
 // input bytes, including ones the encoder would never produce).
 #include "wire_test_util.hpp"
 
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
-
-#include <boost/test/unit_test.hpp>
 #include <msgpack.hpp>
 
 #include "codec/codec.hpp"
@@ -14,9 +13,8 @@ namespace zring::wire_test {
 
 const std::vector<std::string>& all_methods() {
   static const std::vector<std::string> methods = {
-      "none",       "fp16",      "bf16",     "topk:5",  "topk:10%", "randomk:7",
-      "randomk:25%", "threshold:0.5", "quant:1", "quant:4", "quant:8", "quant:16",
-      "sign"};
+      "none",          "fp16",    "bf16",    "topk:5",  "topk:10%", "randomk:7", "randomk:25%",
+      "threshold:0.5", "quant:1", "quant:4", "quant:8", "quant:16", "sign"};
   return methods;
 }
 

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-
 #include <zring/compression.hpp>
 #include <zring/error.hpp>
 #include <zring/tensor.hpp>
@@ -35,8 +34,8 @@ struct RawEntry {
 RawEntry raw_entry(const std::string& name, const CompressedGradient& g);
 
 // [version, type, [entries...]] packed as given.
-Bytes pack_message(const std::vector<RawEntry>& entries, std::uint64_t version = zring::wire::kWireVersion,
-                   std::uint64_t type = 1);
+Bytes pack_message(const std::vector<RawEntry>& entries,
+                   std::uint64_t version = zring::wire::kWireVersion, std::uint64_t type = 1);
 
 // Runs f and returns the code of the zring::Error it throws; fails the
 // test when it throws nothing (other exceptions propagate and fail it too).

@@ -2,7 +2,6 @@
 
 #include <stdexcept>
 #include <thread>
-
 #include <zring/error.hpp>
 
 #include "client/status.hpp"
@@ -10,8 +9,7 @@
 namespace zring::proc {
 
 LocalRing::LocalRing(LocalRingOptions options)
-    : options_(std::move(options)), ports_(free_ports(options_.nodes)),
-      daemons_(options_.nodes) {
+    : options_(std::move(options)), ports_(free_ports(options_.nodes)), daemons_(options_.nodes) {
   std::string yaml = "nodes:\n";
   for (std::size_t n = 0; n < options_.nodes; ++n)
     yaml += "  - {name: " + name(n) + ", address: tcp://127.0.0.1:" + std::to_string(ports_[n]) +
@@ -41,9 +39,9 @@ std::string LocalRing::log(std::size_t node) const {
 
 void LocalRing::start(std::size_t node) {
   daemons_.at(node).kill();
-  daemons_.at(node) = Process::spawn(
-      {options_.zringd, "--config", config_path_, "--node", name(node)},
-      dir_.path() + "/" + name(node) + ".log");
+  daemons_.at(node) =
+      Process::spawn({options_.zringd, "--config", config_path_, "--node", name(node)},
+                     dir_.path() + "/" + name(node) + ".log");
 }
 
 void LocalRing::start_all() {

@@ -12,7 +12,7 @@
 namespace zring::proc {
 
 struct LocalRingOptions {
-  std::string zringd;      // path of the zringd binary
+  std::string zringd;  // path of the zringd binary
   std::size_t nodes = 2;
   std::size_t local_ranks = 1;
   int timeout_ms = 5000;

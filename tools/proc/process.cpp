@@ -2,8 +2,8 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -84,7 +84,8 @@ Process Process::spawn_talking(const std::vector<std::string>& argv,
 
 void Process::send_line(const std::string& line) {
   const std::string text = line + "\n";
-  if (to_child_ < 0 || ::write(to_child_, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+  if (to_child_ < 0 ||
+      ::write(to_child_, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
     throw std::runtime_error("cannot write to child " + std::to_string(pid_));
 }
 
@@ -110,8 +111,11 @@ std::optional<std::string> Process::read_line(std::chrono::milliseconds timeout)
 }
 
 Process::Process(Process&& other) noexcept
-    : pid_(other.pid_), status_(other.status_), to_child_(other.to_child_),
-      from_child_(other.from_child_), pending_(std::move(other.pending_)) {
+    : pid_(other.pid_),
+      status_(other.status_),
+      to_child_(other.to_child_),
+      from_child_(other.from_child_),
+      pending_(std::move(other.pending_)) {
   other.pid_ = -1;
   other.to_child_ = other.from_child_ = -1;
 }
@@ -183,8 +187,9 @@ TempDir::~TempDir() {
 // different random places.
 std::vector<int> free_ports(std::size_t count) {
   std::vector<int> ports;
-  std::uint64_t state = static_cast<std::uint64_t>(::getpid()) * 2654435761u ^
-                        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::uint64_t state =
+      static_cast<std::uint64_t>(::getpid()) * 2654435761u ^
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   for (int attempt = 0; ports.size() < count && attempt < 10000; ++attempt) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     const int port = 20000 + static_cast<int>((state >> 33) % 12000);

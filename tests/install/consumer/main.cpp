@@ -2,7 +2,6 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
-
 #include <zring/zring.hpp>
 
 int main() {
