@@ -9,7 +9,7 @@ packages=(
   libboost-dev libboost-test-dev libboost-program-options-dev
   libbenchmark-dev libsystemd-dev
   systemd procps curl dpkg-dev file lintian
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
   python3-dev pybind11-dev python3-numpy python3-torch python3-sklearn python3-matplotlib
   python3-pytest
 )
