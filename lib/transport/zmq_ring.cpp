@@ -39,8 +39,7 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
             MembershipOptions m;
             m.names = options_.names;
             for (std::size_t n = 0; n < options_.names.size(); ++n)
-              m.labels.push_back("node '" + options_.names[n] + "' (" + options_.addresses.at(n) +
-                                 ")");
+              m.labels.push_back(label(n));  // options_ is set: label() reads only it
             m.self = options_.self;
             m.min_nodes =
                 options_.min_nodes != 0 ? options_.min_nodes : options_.names.size() / 2 + 1;
