@@ -417,11 +417,14 @@ void ZmqRing::on_abort(const RingHeader& header) {
   if (header.generation != generation() || !membership_.is_member(header.sender)) return;
   const std::string why = "op " + std::to_string(header.op) + " was aborted by node '" +
                           options_.names[header.sender] + "': " + header.text;
+  // A member that met a change of the ring says so: the op can run again.
+  const ErrorCode code = header.error_code == static_cast<std::uint32_t>(ErrorCode::ring_changed)
+                             ? ErrorCode::ring_changed
+                             : ErrorCode::aborted;
   if (op_ && header.op == *op_) {
-    if (!op_failure_) op_failure_ = Status{ErrorCode::aborted, why};
+    if (!op_failure_) op_failure_ = Status{code, why};
   } else if (!op_ && header.op == next_op_) {
-    poisoned_ =
-        Status{ErrorCode::aborted, why};  // this node's ranks are late for it: fail theirs too
+    poisoned_ = Status{code, why};  // this node's ranks are late for it: fail theirs too
   }
 }
 
