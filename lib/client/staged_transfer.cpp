@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collective/float_sum.hpp"
+
 namespace zring::client {
 namespace {
 
@@ -40,7 +42,7 @@ void StagedTransfer::stage() {
         const std::size_t lo = at - t->offset;
         const std::size_t n = std::min(piece_end, t->offset + t->numel) - at;
         if (n == 0) continue;  // an empty tensor
-        std::memcpy(buffer_ + at, t->in + lo, n * sizeof(float));
+        copy(buffer_ + at, t->in + lo, n);
         at += n;
       }
       position += at - from;
@@ -49,12 +51,21 @@ void StagedTransfer::stage() {
   }
 }
 
+// A large op's copies stream past the cache: its values are read once
+// more, by zringd or the caller, long after the copy's cache would hold them.
+void StagedTransfer::copy(float* to, const float* from, std::size_t n) const {
+  if (order_.elements() >= collective::kStreamElems)
+    collective::copy_streamed(to, from, n);
+  else
+    std::memcpy(to, from, n * sizeof(float));
+}
+
 void StagedTransfer::copy_out(std::size_t begin, std::size_t end) {
   for (auto t = tensor_at(tensors_, begin); begin < end; ++t) {
     const std::size_t lo = begin - t->offset;
     const std::size_t n = std::min(end, t->offset + t->numel) - begin;
     if (n == 0) continue;  // an empty tensor
-    std::memcpy(t->out + lo, buffer_ + begin, n * sizeof(float));
+    copy(t->out + lo, buffer_ + begin, n);
     begin += n;
   }
 }

@@ -56,6 +56,7 @@ class StagedTransfer {
 
  private:
   void copy_out(std::size_t begin, std::size_t end);
+  void copy(float* to, const float* from, std::size_t n) const;
   std::vector<TensorIo>& tensors_;
   float* buffer_;
   transport::StagingBoard& board_;

@@ -96,6 +96,15 @@ __attribute__((target("avx2"))) void wire_stream(const std::uint8_t* in, float* 
   _mm_sfence();  // ordered before whatever tells another process the result is there
 }
 
+__attribute__((target("avx2"))) void copy_stream(float* out, const float* in,
+                                                 std::size_t n) noexcept {
+  std::size_t i = head(out, n);
+  std::memcpy(out, in, i * sizeof(float));
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(out + i, _mm256_loadu_ps(in + i));
+  std::memcpy(out + i, in + i, (n - i) * sizeof(float));
+  _mm_sfence();  // ordered before whatever tells another process the values are there
+}
+
 template <bool Multiply>
 __attribute__((target("avx2"))) void add_stream(float* sum, const float* mine, float* out,
                                                 std::size_t n, float by) noexcept {
@@ -174,6 +183,16 @@ void add_and_average_streamed(float* sum, const float* mine, float* out, std::si
   }
 #endif
   add_and_average(sum, mine, out, n, divisor);
+}
+
+void copy_streamed(float* out, const float* in, std::size_t n) noexcept {
+#ifdef ZRING_AVX2_DISPATCH
+  if (codec::have_avx2()) {
+    copy_stream(out, in, n);
+    return;
+  }
+#endif
+  std::memcpy(out, in, n * sizeof(float));
 }
 
 }  // namespace zring::collective

@@ -40,4 +40,9 @@ void average_from_wire_streamed(const std::uint8_t* in, float* out, std::size_t 
 void add_and_average_streamed(float* sum, const float* mine, float* out, std::size_t n,
                               std::size_t divisor) noexcept;
 
+// memcpy of n floats, streaming out: a client's values into the shared
+// buffer and its averages out of it, piece by piece (glibc's memcpy streams
+// only single copies larger than most of the cache, never 1 MiB pieces).
+void copy_streamed(float* out, const float* in, std::size_t n) noexcept;
+
 }  // namespace zring::collective

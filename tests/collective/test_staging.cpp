@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "collective/allreduce_op.hpp"
+#include "collective/float_sum.hpp"
 #include "collective/inproc_link.hpp"
 #include "collective/staging.hpp"
 
@@ -199,4 +200,32 @@ BOOST_AUTO_TEST_CASE(staged_ops_give_the_bits_of_whole_inputs_and_publish_only_f
         }
       }
     }
+}
+
+// The streamed copy of staged values: every bit, NaN payloads and -0.0
+// included, at every alignment of source and destination and every length
+// around a vector's width; nothing written outside the n values.
+BOOST_AUTO_TEST_CASE(copy_streamed_copies_every_bit_at_any_alignment_and_writes_nothing_else) {
+  std::vector<std::uint32_t> bits(300);
+  for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = 0x7fc00001u + 977u * i;  // NaNs
+  bits[3] = 0x80000000u;                                                           // -0.0
+  bits[4] = 0x7f800001u;  // a signalling NaN
+  for (std::size_t from = 0; from < 8; ++from)
+    for (std::size_t to = 0; to < 8; ++to)
+      for (const std::size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 33, 255}) {
+        alignas(32) float in[300];
+        alignas(32) float out[300];
+        std::memcpy(in, bits.data(), sizeof(in));
+        std::memset(out, 0x5a, sizeof(out));
+        zring::collective::copy_streamed(out + to, in + from, n);
+        BOOST_TEST_CONTEXT("from " << from << " to " << to << " n " << n) {
+          BOOST_TEST(std::memcmp(out + to, in + from, n * sizeof(float)) == 0);
+          std::uint32_t word;
+          for (std::size_t i = 0; i < 300; ++i) {
+            if (i >= to && i < to + n) continue;
+            std::memcpy(&word, out + i, 4);
+            BOOST_TEST_REQUIRE(word == 0x5a5a5a5au, "out[" << i << "] written");
+          }
+        }
+      }
 }
