@@ -16,7 +16,8 @@
 
 namespace zring::codec {
 
-// How the values of a codec are summed across ranks.
+// How the values of a codec are summed across ranks: it picks the ring's
+// schedule for the method (collective/allreduce_op.cpp, make_plan).
 enum class Summation {
   dense_float,     // none: float32 values, summed as floats
   rounded_half,    // fp16/bf16: 16-bit values; partial sums rounded per hop (documented)

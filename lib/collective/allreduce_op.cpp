@@ -17,19 +17,19 @@ namespace {
 // helper thread: the hand-over costs tens of microseconds.
 constexpr std::size_t kPrepareBesideElems = std::size_t{1} << 18;
 
+// The schedule follows from how the method's codec sums (codec.hpp), so a
+// new method needs only its codec: the registry knows it, and its
+// Summation picks the plan.
 std::unique_ptr<MethodPlan> make_plan(PlanInputs& in) {
-  switch (in.input.method.kind()) {
-    case CompressionKind::none:
-    case CompressionKind::fp16:
-    case CompressionKind::bf16:
+  switch (codec::make_codec(in.input.method.base())->summation()) {
+    case codec::Summation::dense_float:
+    case codec::Summation::rounded_half:
       return make_dense_plan(in);
-    case CompressionKind::quantization:
-    case CompressionKind::signsgd:
+    case codec::Summation::affine_codes:
       return make_affine_plan(in);
-    case CompressionKind::randomk:
+    case codec::Summation::shared_indices:
       return make_randomk_plan(in);
-    case CompressionKind::topk:
-    case CompressionKind::threshold:
+    case codec::Summation::sparse:
       return make_sparse_plan(in);
   }
   throw Error(ErrorCode::internal, "no plan for method " + in.input.method.to_string());
