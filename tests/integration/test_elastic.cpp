@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "proc/local_ring.hpp"
@@ -39,6 +40,7 @@ struct Clients {
   std::vector<Process> talking;
   std::vector<std::size_t> sizes;
   std::size_t retries;
+  std::string method = "none";
 
   Clients(LocalRing& r, std::size_t nodes, std::vector<std::size_t> tensor_sizes = kSizes,
           std::size_t ring_change_retries = 0)
@@ -51,7 +53,7 @@ struct Clients {
     for (const std::size_t s : sizes)
       sizes_text += (sizes_text.empty() ? "" : ",") + std::to_string(s);
     talking.at(n) = Process::spawn_talking(
-        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", "none", std::to_string(kSeed),
+        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(n), "0", method, std::to_string(kSeed),
          sizes_text, std::to_string(4 * kTimeoutMs), std::to_string(retries)},
         ring.dir() + "/client" + std::to_string(n) + ".err");
     const auto ready = talking.at(n).read_line(std::chrono::seconds(30));
@@ -339,4 +341,52 @@ BOOST_AUTO_TEST_CASE(without_retries_an_op_a_death_meets_fails_with_ring_changed
   const std::vector<std::string> answers = round_with_a_death(ring, clients, &worlds);
   BOOST_TEST_MESSAGE("without retries:" << joined(answers));
   check_outcome(clients, answers, worlds, {"error ring_changed ", "error timeout "});
+}
+
+// Error feedback keeps each rank's residual in its zringd across a change
+// of the ring: after node 2 is gone, nodes 0 and 1 go on with the residuals
+// of the rounds they ran on three nodes (each rank's residual is its own
+// compression error, whatever ring the op ran on). A residual lost or reset
+// would give other averages than the reference that carries them.
+BOOST_AUTO_TEST_CASE(error_feedback_residuals_survive_a_change_of_the_ring) {
+  LocalRing ring(options(3));
+  ring.start_all();
+  ring.wait_up();
+  const CompressionMethod method = CompressionMethod::parse("ef:topk:10%");
+  Clients clients(ring, 0, {5, 3000});
+  clients.method = method.to_string();
+  clients.talking.resize(3);
+  for (std::size_t n = 0; n < 3; ++n) clients.start(n);
+  std::vector<std::map<std::string, std::vector<float>>> residuals(3);
+  // Round `round` on `nodes` worked: its bits are the reference's, the
+  // residuals of those nodes' ranks carried from their last round.
+  const auto check = [&](std::uint64_t round, const std::vector<std::size_t>& nodes) {
+    std::vector<TensorMap> inputs;
+    std::vector<std::map<std::string, std::vector<float>>> carried;
+    for (const std::size_t n : nodes) {
+      inputs.push_back(testing::make_gradients(kSeed, round, n, clients.sizes));
+      carried.push_back(residuals[n]);
+    }
+    const testing::Expected expected = testing::expected_average(method, inputs, &carried);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      residuals[nodes[i]] = carried[i];
+      const TensorMap result =
+          testing::tensors_from_bytes(read_file(clients.file(round, nodes[i])), 0, inputs[0]);
+      const testing::Comparison cmp = testing::compare(result, expected);
+      BOOST_TEST(cmp.ok(), "round " << round << " on node " << nodes[i] << ": " << cmp.bad
+                                    << " bad; first: " << cmp.first_bad);
+    }
+  };
+  for (std::uint64_t r = 0; r < 2; ++r) {
+    BOOST_TEST_REQUIRE(all_ok(clients.round(r, {0, 1, 2})));
+    check(r, {0, 1, 2});
+  }
+  ring.daemon(2).kill();
+  clients.talking[2].kill();
+  std::string failed;
+  const auto good = first_good_round(clients, {0, 1}, 2, kGoesOnWithin, &failed);
+  BOOST_TEST_REQUIRE(good.has_value(), "no round worked on nodes 0, 1:" << failed);
+  check(*good, {0, 1});
+  BOOST_TEST_REQUIRE(all_ok(clients.round(*good + 1, {0, 1})));
+  check(*good + 1, {0, 1});
 }
