@@ -390,3 +390,41 @@ BOOST_AUTO_TEST_CASE(error_feedback_residuals_survive_a_change_of_the_ring) {
   BOOST_TEST_REQUIRE(all_ok(clients.round(*good + 1, {0, 1})));
   check(*good + 1, {0, 1});
 }
+
+// A listed node that was never up: the others form a ring without it once
+// they have waited timeout_ms for it, and it is taken in at an op boundary
+// when it starts; its clients learn their rank, and the averages cover it.
+BOOST_AUTO_TEST_CASE(a_listed_node_that_starts_late_is_taken_in) {
+  LocalRing ring(options(4));  // min_nodes: 3 of 4
+  for (std::size_t n = 0; n < 3; ++n) ring.start(n);
+  // The three form a ring once they have waited timeout_ms for node 3.
+  const auto up = [&](const std::vector<std::size_t>& nodes) {
+    const auto until = Clock::now() + kGoesOnWithin;
+    while (Clock::now() < until) {
+      if (std::all_of(nodes.begin(), nodes.end(), [&](std::size_t n) { return ring.is_up(n); }))
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  BOOST_TEST_REQUIRE(up({0, 1, 2}), "nodes 0, 1, 2 formed no ring without node 3");
+  Clients clients(ring, 0);
+  clients.talking.resize(4);
+  for (std::size_t n = 0; n < 3; ++n) clients.start(n);
+  std::string failed;
+  const auto smaller = first_good_round(clients, {0, 1, 2}, 0, kGoesOnWithin, &failed);
+  BOOST_TEST_REQUIRE(smaller.has_value(), "no round worked on nodes 0, 1, 2:" << failed);
+  check_round(clients, *smaller, {0, 1, 2});
+  clients.talking[2].send_line("world");
+  BOOST_TEST(clients.talking[2].read_line(std::chrono::seconds(10)).value_or("") ==
+             "world 3 rank 2");
+  ring.start(3);
+  BOOST_TEST_REQUIRE(up({0, 1, 2, 3}), "node 3 was not taken in");
+  clients.start(3);
+  const auto whole = first_good_round(clients, {0, 1, 2, 3}, *smaller + 1, kGoesOnWithin, &failed);
+  BOOST_TEST_REQUIRE(whole.has_value(), "no round worked once node 3 had started:" << failed);
+  check_round(clients, *whole, {0, 1, 2, 3});
+  clients.talking[3].send_line("world");
+  BOOST_TEST(clients.talking[3].read_line(std::chrono::seconds(10)).value_or("") ==
+             "world 4 rank 3");
+}
