@@ -23,7 +23,9 @@ if [ "${ZRING_SKIP_SANITIZERS:-0}" != 1 ]; then
   BUILD_DIR=$root/build-asan "$root/scripts/build.sh" -DZRING_WERROR=ON \
     -DZRING_SANITIZE=address,undefined -DZRING_BUILD_BENCH=OFF -DZRING_BUILD_PYTHON=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  # The sanitized daemons run several times slower: the tests' wall-clock
+  # bounds stretch twice (tests/support/time_scale.hpp).
+  ZRING_TEST_TIME_SCALE=2 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$root/build-asan" --output-on-failure -j 2 -E '^(test_netns|format_check|layers_check.*)$'
 
   # TSan: only what has threads of its own: the in-process ring, and zringd
@@ -32,7 +34,7 @@ if [ "${ZRING_SKIP_SANITIZERS:-0}" != 1 ]; then
   cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZRING_WERROR=ON \
     -DZRING_SANITIZE=thread -DZRING_BUILD_BENCH=OFF -DZRING_BUILD_PYTHON=OFF >/dev/null
   cmake --build "$root/build-tsan" -j "$(nproc)" --target test_collective test_faults zringd ring_client
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp \
+  ZRING_TEST_TIME_SCALE=2 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp \
     ctest --test-dir "$root/build-tsan" --output-on-failure -j 2 -R '^(test_collective|test_faults)$'
 fi
 

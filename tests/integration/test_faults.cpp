@@ -17,6 +17,7 @@
 
 #include "proc/local_ring.hpp"
 #include "support/reference.hpp"
+#include "support/time_scale.hpp"
 
 using namespace zring;
 using namespace zring::proc;
@@ -138,7 +139,8 @@ BOOST_AUTO_TEST_CASE(killed_peer_gives_every_rank_an_error_then_the_ring_recover
            err.find("ring_changed") != std::string::npos),
           err);
       // Deadline: the daemon's timeout (2 s) plus a margin for the abort to travel.
-      BOOST_TEST(after_kill < 2.0 + 3.0, "took " << after_kill << " s after the kill");
+      BOOST_TEST(after_kill < testing::scaled(2.0 + 3.0),
+                 "took " << after_kill << " s after the kill");
     }
     ring.start(victim);  // as systemd's Restart=on-failure would
     BOOST_TEST(recovers(ring, 1000 + trial * 10, std::chrono::seconds(30)),
@@ -159,7 +161,7 @@ BOOST_AUTO_TEST_CASE(frozen_peer_times_out_and_thawing_it_recovers) {
   for (std::size_t n : {0u, 2u}) {
     const auto [status, seconds] = finish(clients[n]);
     BOOST_TEST(status == 3);
-    BOOST_TEST(seconds < 15.0);
+    BOOST_TEST(seconds < testing::scaled(15.0));
   }
   // The frozen daemon's own client times out on silence.
   const auto [status1, seconds1] = finish(clients[1]);
@@ -470,9 +472,10 @@ BOOST_AUTO_TEST_CASE(a_killed_daemons_own_client_hears_of_it_at_once) {
   const auto& [own, own_s] = got[0];
   const auto& [other, other_s] = got[1];
   BOOST_TEST(own.rfind(closed_during(ring, 1), 0) == 0, own);
-  BOOST_TEST(own_s < 15.0, "node 1's client heard of its daemon's death after " << own_s << " s");
+  BOOST_TEST(own_s < testing::scaled(15.0),
+             "node 1's client heard of its daemon's death after " << own_s << " s");
   BOOST_TEST(other.rfind("error ", 0) == 0, other);
-  BOOST_TEST(other_s < 6.0 + 4.0,
+  BOOST_TEST(other_s < testing::scaled(6.0 + 4.0),
              "node 0's client got its error " << other_s << " s after the kill");
   BOOST_TEST_MESSAGE("kill to error: own client " << own_s << " s, node 0's " << other_s << " s");
 
@@ -578,10 +581,10 @@ BOOST_AUTO_TEST_CASE(every_client_of_a_looping_ring_hears_of_a_kill_in_time) {
       if (n == victim) {
         BOOST_TEST(err.find("ERROR peer_lost: all_reduce: zringd at " + ring.ipc(n)) == 0, err);
         BOOST_TEST(err.find("closed the connection") != std::string::npos, err);
-        BOOST_TEST(after_kill < 15.0,
+        BOOST_TEST(after_kill < testing::scaled(15.0),
                    "trial " << trial << ": the killed daemon's client took " << after_kill << " s");
       } else {
-        BOOST_TEST(after_kill < 3.0 + 4.0,
+        BOOST_TEST(after_kill < testing::scaled(3.0 + 4.0),
                    "trial " << trial << ": node " << n << "'s client took " << after_kill << " s");
       }
     }

@@ -22,6 +22,7 @@
 #include "netns/netns_ring.hpp"
 #include "netns/network.hpp"
 #include "netns/round_check.hpp"
+#include "support/time_scale.hpp"
 
 using namespace zring::netns;
 using namespace std::chrono_literals;
@@ -31,7 +32,8 @@ namespace {
 constexpr std::size_t kNodes = 3;
 constexpr int kTimeoutMs = 2000;
 // A hang detector, not a speed limit: three op deadlines and 10 s.
-constexpr std::chrono::milliseconds kGuard{3 * kTimeoutMs + 10000};
+const std::chrono::milliseconds kGuard =
+    zring::testing::scaled(std::chrono::milliseconds(3 * kTimeoutMs + 10000));
 // Two tensors, 4 MiB per rank: an op lasts long enough for a fault to land inside it.
 const std::vector<std::size_t> kSizes = {786432, 262145};
 const std::vector<std::string> kMethods = {"none", "quant:8", "ef:topk:1%"};
@@ -471,9 +473,10 @@ BOOST_FIXTURE_TEST_CASE(a_link_that_stays_down_leaves_the_others_going_on, Elast
   // ring's connections are closed after timeout_ms of silence and connected
   // anew (docs/membership.md): heard again within about a second of the
   // repair, taken in at the next op boundary; 20 s is the margin.
-  BOOST_TEST_REQUIRE(ring.wait_up(20s), "the ring did not take " << NetnsRing::name(victim)
-                                                                 << " in again within 20 s\n"
-                                                                 << logs());
+  BOOST_TEST_REQUIRE(ring.wait_up(zring::testing::scaled(20s)),
+                     "the ring did not take " << NetnsRing::name(victim) << " in again within "
+                                              << zring::testing::scaled(20s).count() << " ms\n"
+                                              << logs());
   BOOST_TEST_MESSAGE("elastic: " << NetnsRing::name(victim) << " taken in again "
                                  << seconds(Clock::now() - repaired) << " s after the repair");
   bool whole = false;
