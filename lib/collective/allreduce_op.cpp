@@ -18,6 +18,7 @@ namespace {
 constexpr std::size_t kPrepareBesideElems = std::size_t{1} << 18;
 
 std::unique_ptr<MethodPlan> make_plan(PlanInputs& in) {
+  if (in.input.manifest.kind == OpKind::broadcast) return make_broadcast_plan(in);
   switch (in.input.method.kind()) {
     case CompressionKind::none:
     case CompressionKind::fp16:
