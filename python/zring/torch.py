@@ -30,6 +30,13 @@ endpoint or a local rank: the endpoint defaults to zring.default_endpoint()
 
     state = zring.torch.register_comm_hook(ddp_model, "ef:topk:1%")
 
+A rank that joins the ring (or every rank, after a restart from different
+checkpoints) gets the current weights and optimizer state from a live rank
+with broadcast_state, as Horovod elastic's state.sync(): afterwards every
+rank's parameters, buffers and optimizer state are root's, bit for bit:
+
+    zring.torch.broadcast_state(allreduce, model, optimizer, root=0)
+
 Misuse is a zring.Error: no daemon (kind 'connection_failed'), a DDP world
 size other than zring's, a LOCAL_WORLD_SIZE other than the daemon's
 local_ranks, a state that is not a HookState, parameters the optimizer has
@@ -45,8 +52,10 @@ import torch.distributed as dist
 
 from . import CompressedAllReduce, daemon_status, default_endpoint, default_local_rank
 from ._errors import Error
+from ._torch_state import broadcast_state
 
-__all__ = ["HookState", "comm_hook", "register_comm_hook", "DistributedOptimizer", "connect"]
+__all__ = ["HookState", "comm_hook", "register_comm_hook", "DistributedOptimizer", "connect",
+           "broadcast_state"]
 
 
 def connect(endpoint=None, method="none", *, local_rank=None, timeout_ms=30000):
