@@ -127,7 +127,13 @@ def _broadcast_optimizer(allreduce, optimizer, root):
         transfer.add(f"zring.optimizer.{slot.index:08d}", tensor)
     transfer.run(allreduce, root)
     by_index = {slot.index: t for slot, t in zip(slots, tensors)}
-    optimizer.load_state_dict(_fill(roots, by_index))
+    try:
+        optimizer.load_state_dict(_fill(roots, by_index))
+    except (ValueError, KeyError, TypeError) as e:  # what torch raises for a state that does not fit
+        raise Error("invalid_argument", f"zring.torch.broadcast_state: rank {root}'s optimizer "
+                                        f"state does not fit this rank's optimizer ({e}); every "
+                                        "rank needs the same kind of optimizer over the same "
+                                        "parameter groups") from e
 
 
 def _collect_slots(value, slots):

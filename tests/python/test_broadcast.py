@@ -215,8 +215,17 @@ def test_broadcast_state_with_a_model_only_and_misuse(local_ring):
         other = torch.nn.Linear(6, 5 if ar.rank == 0 else 4)
         with pytest.raises(zring.Error) as mismatch:
             zring.torch.broadcast_state(ar, other)
+        # One parameter group on rank 0, two elsewhere: the optimizer does not fit.
+        params = list(model.parameters())
+        groups = [{"params": params}] if ar.rank == 0 else [{"params": params[:2]},
+                                                             {"params": params[2:]}]
+        unfit = None
+        try:  # root's own state fits root: only rank 1 fails
+            zring.torch.broadcast_state(ar, model, torch.optim.SGD(groups, lr=0.1), root=0)
+        except zring.Error as e:
+            unfit = e
         return (pickle.dumps({k: v.numpy().tobytes() for k, v in model.state_dict().items()}),
-                caught.value, mismatch.value)
+                caught.value, mismatch.value, unfit)
 
     results = on_every_rank(ring, "none", work)
     assert results[0][0] == results[1][0]
@@ -226,3 +235,6 @@ def test_broadcast_state_with_a_model_only_and_misuse(local_ring):
         assert results[r][1].kind == "invalid_argument" and "torch.nn.Module" in results[r][1].message
         assert results[r][2].kind == "manifest_mismatch"
         assert "tensor 'zring.model.bias' has shape [5]" in results[r][2].message
+    assert results[0][3] is None
+    assert results[1][3] is not None and results[1][3].kind == "invalid_argument"
+    assert "rank 0's optimizer state does not fit this rank's optimizer" in results[1][3].message
