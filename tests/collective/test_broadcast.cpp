@@ -54,6 +54,7 @@ void check_bits_of_root(const RingRun& run, const TensorMap& root_input) {
     BOOST_TEST_INFO("node " << n << ": " << run.errors[n]);
     BOOST_REQUIRE(run.errors[n].empty());
     BOOST_REQUIRE_EQUAL(run.outputs[n].size(), want.size());
+    if (want.empty()) continue;  // memcmp may not be handed the null data() of an empty vector
     BOOST_TEST(std::memcmp(run.outputs[n].data(), want.data(), want.size() * sizeof(float)) == 0,
                "node " << n << " got other bits than the root's");
   }
