@@ -86,6 +86,12 @@ std::vector<TensorIo> tensor_ios(const TensorMap& gradients, TensorMap* out) {
 // below the shared-buffer threshold, and headers naming many tensors.
 constexpr std::size_t kMaxReplyBytes = std::size_t{256} << 20;
 
+// What an op is: an all-reduce with the object's method, or a broadcast.
+struct OpSpec {
+  wire::OpKind kind = wire::OpKind::all_reduce;
+  std::uint32_t root = 0;
+};
+
 class Connected final : public CompressedAllReduce::Impl {
  public:
   Connected(const std::string& endpoint, CompressionMethod method, const ConnectOptions& options)
@@ -225,12 +231,7 @@ class Connected final : public CompressedAllReduce::Impl {
   CompressedAllReduce::Traffic traffic() const noexcept override { return traffic_; }
 
  private:
-  // What an op is: an all-reduce with this object's method, or a broadcast.
-  struct OpKind {
-    wire::OpKind kind = wire::OpKind::all_reduce;
-    std::uint32_t root = 0;
-  };
-  static OpKind broadcast_from(std::size_t root) {
+  static OpSpec broadcast_from(std::size_t root) {
     if (root > std::numeric_limits<std::uint32_t>::max())  // world_size() is a u32
       throw Error(ErrorCode::invalid_argument,
                   "broadcast: root " + std::to_string(root) + " is beyond any ring's ranks");
@@ -238,7 +239,7 @@ class Connected final : public CompressedAllReduce::Impl {
   }
 
   // A submit request naming the tensors, in name order.
-  wire::IpcHeader header_for(const TensorShapes& shapes, const OpKind& op) const {
+  wire::IpcHeader header_for(const TensorShapes& shapes, const OpSpec& op) const {
     wire::IpcHeader request;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
     request.manifest.kind = op.kind;
@@ -267,7 +268,7 @@ class Connected final : public CompressedAllReduce::Impl {
   // form makes its results' memory there, while the ring works.
   template <class AfterStaging>
   void reduce_staged(std::vector<TensorIo>& ios, const TensorShapes& shapes,
-                     AfterStaging&& after_staging, const OpKind& op) {
+                     AfterStaging&& after_staging, const OpSpec& op) {
     wire::IpcHeader request = header_for(shapes, op);
     request.kind = wire::IpcKind::submit_staged;
     const std::size_t elements = request.manifest.elements();
@@ -329,7 +330,7 @@ class Connected final : public CompressedAllReduce::Impl {
   // results' memory there (while the ring works, for a staged op).
   template <class AfterSubmit>
   void reduce(std::vector<TensorIo>& ios, const TensorShapes& shapes, AfterSubmit&& after_submit,
-              const OpKind& op = {}) {
+              const OpSpec& op = {}) {
     if (elements_of(shapes) * sizeof(float) >= kSharedBytes) {
       reduce_staged(ios, shapes, after_submit, op);
       return;
