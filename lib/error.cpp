@@ -37,6 +37,8 @@ const char* to_string(ErrorCode code) noexcept {
       return "internal";
     case ErrorCode::system_error:
       return "system_error";
+    case ErrorCode::ring_changed:
+      return "ring_changed";
   }
   return "unknown";
 }

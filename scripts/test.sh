@@ -3,7 +3,8 @@
 # (unit, multi-process integration) with CTest; then the same suite again
 # in an AddressSanitizer + UndefinedBehaviorSanitizer build (all but the
 # network-namespace test, which adds two minutes and no code path that
-# test_faults does not run under ASan too); then the multi-threaded parts
+# test_faults does not run under ASan too, and the source checks
+# format_check and layers_check*, which run no zring code); then the multi-threaded parts
 # (the ring schedules, zringd under its fault tests) in a ThreadSanitizer
 # build; then the libFuzzer targets for FUZZ_SECONDS each
 # (scripts/fuzz.sh, a clang build).
@@ -23,7 +24,7 @@ if [ "${ZRING_SKIP_SANITIZERS:-0}" != 1 ]; then
     -DZRING_SANITIZE=address,undefined -DZRING_BUILD_BENCH=OFF -DZRING_BUILD_PYTHON=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir "$root/build-asan" --output-on-failure -j 2 -E '^test_netns$'
+    ctest --test-dir "$root/build-asan" --output-on-failure -j 2 -E '^(test_netns|format_check|layers_check.*)$'
 
   # TSan: only what has threads of its own: the in-process ring, and zringd
   # (its ring, IPC and ZeroMQ threads) through test_faults, which also runs

@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 #include <zring/compression.hpp>
+#include <zring/error.hpp>
 #include <zring/shared_tensors.hpp>
 #include <zring/tensor.hpp>
 
@@ -20,6 +22,18 @@ struct ConnectOptions {
   // Deadline of every request to the daemon (connect, all_reduce). A request
   // that is not answered in time throws zring::Error(timeout); it never hangs.
   std::chrono::milliseconds timeout{30000};
+  // An op that meets a change of the ring's members (a node dropped, back
+  // or taken in: ErrorCode::ring_changed) is submitted again, with the same
+  // inputs, on the new ring, up to this many times; 0: the error reaches the
+  // caller. Ops of a TensorMap or TensorViews keep their inputs for it: with
+  // retries, their averages are copied out once the op is done, not while it
+  // runs. SharedTensors are never submitted again (the daemon writes the
+  // averages over the values as the ring makes them): their error reaches
+  // the caller. docs/membership.md says when an op meets a change.
+  std::size_t ring_change_retries = 0;
+  // Called with the ring_changed error before each retry (on the calling
+  // thread): to log the change. May be empty.
+  std::function<void(const Error&)> on_ring_change;
 };
 
 // Distributed gradient aggregator with compression.
@@ -57,7 +71,9 @@ class CompressedAllReduce {
   // The same op as all_reduce, with the averages written over the values of
   // `gradients` (same bits as all_reduce would return). Connected, it
   // allocates nothing per call: the form for large tensors in a loop. When
-  // it throws, `gradients` is unchanged.
+  // it throws, `gradients` is unchanged, except after an op of 256 KiB or
+  // more that failed half-way without ring_change_retries (then partly
+  // averaged: the averages are copied out as they are final).
   void all_reduce_in_place(TensorMap& gradients);
 
   // The same op for tensors in the caller's own memory, the averages written
@@ -67,8 +83,8 @@ class CompressedAllReduce {
   // tensor. Connected, the values are staged through the shared buffer
   // chunk by chunk while the ring already runs, and the averages copied
   // back as they become final. When it throws, the values are unchanged,
-  // except after an op that failed half-way (then partly averaged, as for
-  // SharedTensors).
+  // except after an op that failed half-way without ring_change_retries
+  // (then partly averaged, as for SharedTensors).
   void all_reduce_in_place(const TensorViews& tensors);
 
   // Tensors for all_reduce_in_place(SharedTensors&), zero-filled. Connected,

@@ -31,6 +31,8 @@ enum class ErrorCode : std::uint32_t {
   internal = 14,            // a broken invariant inside zring: a bug, please report
   system_error = 15,        // the operating system refused (a file that cannot be
                             // written, no room for a shared buffer, ...)
+  ring_changed = 16,        // the ring's members changed during the op (a node was
+                            // dropped, came back or was taken in): run it again
 };
 
 // Every code, in number order: the one list that metrics, the Python module
@@ -52,6 +54,7 @@ inline constexpr ErrorCode kErrorCodes[] = {
     ErrorCode::resource_limit,
     ErrorCode::internal,
     ErrorCode::system_error,
+    ErrorCode::ring_changed,
 };
 
 // Whether `number` is one of kErrorCodes (a code may arrive from the wire).

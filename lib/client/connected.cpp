@@ -276,7 +276,11 @@ class Connected final : public CompressedAllReduce::Impl {
     // Staged in the segments of the ring file's full ring, as zringd reads them.
     const collective::StagingOrder order(elements, listed_world_ / local_ranks_,
                                          listed_rank_ / local_ranks_);
-    for (bool retried = false;; retried = true) {
+    // With retries, an in-place op's values stay the inputs until it is done.
+    const bool keep_inputs =
+        options_.ring_change_retries != 0 && !ios.empty() && ios.front().out == ios.front().in;
+    Attempts attempts(*this);
+    for (bool staged_once = false;; staged_once = true) {
       // Never over the values of the SharedTensors that hold the buffer.
       if (!region_ || region_->size() < bytes || lent()) attach(bytes, true);
       transport::StagingBoard& board = transport::board_of(*region_);
@@ -284,18 +288,13 @@ class Connected final : public CompressedAllReduce::Impl {
       StagedTransfer transfer(ios, reinterpret_cast<float*>(region_->data()), board, order);
       const std::uint64_t id = send_request(request, std::nullopt);
       transfer.stage();
-      if (!retried) after_staging();
+      if (!staged_once) after_staging();
       std::pair<wire::IpcHeader, zmq::message_t> reply;
       try {
-        reply = await(id, false, &transfer);
+        reply = await(id, false, keep_inputs ? nullptr : &transfer);
       } catch (const Error& e) {
-        // The daemon restarted since we connected: greet it again, once
-        // (nothing was averaged, the caller's values are as they were).
-        if (retried || e.code() != ErrorCode::connection_failed || last_reply_was_silence_ ||
-            transfer.copied_any())
-          throw;
-        drop_region();
-        hello();
+        // Nothing was averaged yet: the caller's values are as they were.
+        if (transfer.copied_any() || !attempts.again(e)) throw;
         continue;
       }
       if (reply.first.kind != wire::IpcKind::result_shared)
@@ -306,6 +305,34 @@ class Connected final : public CompressedAllReduce::Impl {
       return;
     }
   }
+
+  // Whether an op whose inputs are intact is submitted again after `e`: once
+  // after the daemon restarted since we connected (it is greeted again
+  // first), and up to ring_change_retries times after ring_changed (the
+  // caller's on_ring_change hears of each).
+  class Attempts {
+   public:
+    explicit Attempts(Connected& c) : c_(c) {}
+    bool again(const Error& e) {
+      if (e.code() == ErrorCode::ring_changed) {
+        if (ring_changes_ == c_.options_.ring_change_retries) return false;
+        ++ring_changes_;
+        if (c_.options_.on_ring_change) c_.options_.on_ring_change(e);
+        return true;
+      }
+      if (greeted_ || e.code() != ErrorCode::connection_failed || c_.last_reply_was_silence_)
+        return false;
+      greeted_ = true;
+      c_.drop_region();
+      c_.hello();
+      return true;
+    }
+
+   private:
+    Connected& c_;
+    std::size_t ring_changes_ = 0;
+    bool greeted_ = false;
+  };
 
   void count(const wire::IpcHeader& result) {
     // world_size() and rank() follow the ring that ran the last op.
@@ -338,7 +365,8 @@ class Connected final : public CompressedAllReduce::Impl {
     wire::IpcHeader request = header_for(shapes, op);
     request.kind = wire::IpcKind::submit;
     const std::size_t bytes = request.manifest.elements() * sizeof(float);
-    for (bool retried = false;; retried = true) {
+    Attempts attempts(*this);
+    for (;;) {
       zmq::message_t data(bytes);
       for (const TensorIo& io : ios)
         if (io.numel != 0)
@@ -347,10 +375,7 @@ class Connected final : public CompressedAllReduce::Impl {
       try {
         reply = call(request, std::move(data));
       } catch (const Error& e) {
-        // The daemon restarted since we connected: greet it again, once.
-        if (retried || e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
-        drop_region();
-        hello();
+        if (!attempts.again(e)) throw;
         continue;
       }
       if (reply.second.size() != bytes)

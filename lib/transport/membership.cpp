@@ -332,7 +332,8 @@ void Membership::adopt(std::uint64_t generation, std::vector<std::uint32_t> ring
   const std::string change =
       ring == last_up_ ? std::string() : " (" + names_of(last_up_) + " -> " + names_of(ring) + ")";
   if (!break_)
-    break_ = Status{ErrorCode::aborted, "the ring re-formed during the op" + change + ": " + cause};
+    break_ =
+        Status{ErrorCode::ring_changed, "the ring re-formed during the op" + change + ": " + cause};
   if (!change.empty() && !ring.empty())
     last_change_ = last_up_.empty() ? "formed " + names_of(ring)
                                     : names_of(last_up_) + " -> " + names_of(ring) + ": " + cause;
@@ -354,7 +355,7 @@ void Membership::go_up() {
 void Membership::go_down(const std::string& why, Deadline now) {
   up_ = false;
   down_reason_ = why;
-  if (!break_) break_ = Status{ErrorCode::peer_lost, why};
+  if (!break_) break_ = Status{ErrorCode::ring_changed, why};
   next_form_ = now;
 }
 

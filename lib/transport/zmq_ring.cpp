@@ -55,6 +55,7 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
   in_.set(zmq::sockopt::linger, 0);
   in_.set(zmq::sockopt::maxmsgsize, max_message);
   in_.set(zmq::sockopt::rcvhwm, 100000);
+  set_connection_liveness(in_);
   for (std::size_t n = 0; n < listed(); ++n) {
     if (n == options_.self) continue;
     zmq::socket_t& out = peers_[n].out = zmq::socket_t(context, zmq::socket_type::push);
@@ -64,6 +65,11 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
     out.set(zmq::sockopt::immediate, 1);  // never queue for a peer that is not there
     out.set(zmq::sockopt::reconnect_ivl, 100);
     out.set(zmq::sockopt::reconnect_ivl_max, 1000);
+    set_connection_liveness(out);
+    // A connect to a host that is cut off waits for the kernel's SYN
+    // retries (1, 3, 7, 15 s ...); give up after a second and try again.
+    out.set(zmq::sockopt::connect_timeout,
+            static_cast<int>(std::max<std::int64_t>(1000, 2 * options_.heartbeat.count())));
   }
   watch_sockets(context);
   if (options_.curve) setup_curve(context);
@@ -78,6 +84,16 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
   for (std::size_t n = 0; n < listed(); ++n)
     if (n != options_.self) peers_[n].out.connect(options_.addresses.at(n));
   apply_membership();
+}
+
+// ZMTP heartbeats on every connection: one that carries nothing back for
+// timeout_ms (a cut link, a host gone) is closed and connected anew. Without
+// them a connection cut for a while stays open in the kernel and carries
+// traffic again only at TCP's next retransmission, which backs off while the
+// link is down (21 s after a 20 s cut): the node would rejoin that late.
+void ZmqRing::set_connection_liveness(zmq::socket_t& socket) const {
+  socket.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(options_.heartbeat.count()));
+  socket.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(options_.timeout.count()));
 }
 
 std::size_t ZmqRing::member_at(std::size_t position) const noexcept {
@@ -401,11 +417,14 @@ void ZmqRing::on_abort(const RingHeader& header) {
   if (header.generation != generation() || !membership_.is_member(header.sender)) return;
   const std::string why = "op " + std::to_string(header.op) + " was aborted by node '" +
                           options_.names[header.sender] + "': " + header.text;
+  // A member that met a change of the ring says so: the op can run again.
+  const ErrorCode code = header.error_code == static_cast<std::uint32_t>(ErrorCode::ring_changed)
+                             ? ErrorCode::ring_changed
+                             : ErrorCode::aborted;
   if (op_ && header.op == *op_) {
-    if (!op_failure_) op_failure_ = Status{ErrorCode::aborted, why};
+    if (!op_failure_) op_failure_ = Status{code, why};
   } else if (!op_ && header.op == next_op_) {
-    poisoned_ =
-        Status{ErrorCode::aborted, why};  // this node's ranks are late for it: fail theirs too
+    poisoned_ = Status{code, why};  // this node's ranks are late for it: fail theirs too
   }
 }
 

@@ -161,6 +161,7 @@ class ZmqRing final : public collective::RingLink {
                                               std::optional<std::size_t> authenticated);
   void keep_early(const wire::RingHeader& header, collective::Message msg);
   // ring_guard.cpp
+  void set_connection_liveness(zmq::socket_t& socket) const;
   void watch_sockets(zmq::context_t& context);
   void setup_curve(zmq::context_t& context);
   void answer_zap();

@@ -2,6 +2,8 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +39,31 @@ std::vector<CompressedMap> peer_maps(const py::list& peers) {
     out.push_back(std::move(map));
   }
   return out;
+}
+
+// ConnectOptions::on_ring_change for a Python callable (or None): called
+// with a zring.Error, the GIL taken for it (the op runs without); what the
+// callable raises is reported as unraisable, never through the op. The
+// callable is released with the GIL held, on whichever thread lets it go.
+std::function<void(const Error&)> ring_change_callback(py::object callable) {
+  if (callable.is_none()) return {};
+  if (!PyCallable_Check(callable.ptr()))
+    throw Error(ErrorCode::invalid_argument,
+                "connect: on_ring_change must be callable (it gets the zring.Error) or None");
+  const std::shared_ptr<py::object> held(new py::object(std::move(callable)), [](py::object* o) {
+    if (!Py_IsInitialized()) return;  // the interpreter is gone: nothing to release it to
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+  return [held](const Error& e) {
+    py::gil_scoped_acquire gil;
+    try {
+      const py::object error_class = py::module_::import("zring._errors").attr("Error");
+      (*held)(error_class(to_string(e.code()), e.what()));
+    } catch (py::error_already_set& raised) {
+      raised.discard_as_unraisable("zring: on_ring_change");
+    }
+  };
 }
 
 // New result arrays, each input copied into its own, reduced there in place.
@@ -184,7 +211,7 @@ void bind_all_reduce(py::module_& m) {
       .def_static(
           "connect",
           [](const std::string& endpoint, CompressionMethod method, std::size_t local_rank,
-             std::int64_t timeout_ms) {
+             std::int64_t timeout_ms, std::size_t ring_change_retries, py::object on_ring_change) {
             if (timeout_ms <= 0)
               throw Error(
                   ErrorCode::invalid_argument,
@@ -192,17 +219,24 @@ void bind_all_reduce(py::module_& m) {
             ConnectOptions options;
             options.local_rank = local_rank;
             options.timeout = std::chrono::milliseconds(timeout_ms);
+            options.ring_change_retries = ring_change_retries;
+            options.on_ring_change = ring_change_callback(std::move(on_ring_change));
             py::gil_scoped_release no_gil;
             return std::make_unique<AllReduceHandle>(
                 CompressedAllReduce::connect(endpoint, std::move(method), options));
           },
           py::arg("endpoint"), py::arg("method"), py::kw_only(), py::arg("local_rank") = 0,
-          py::arg("timeout_ms") = 30000, R"doc(
+          py::arg("timeout_ms") = 30000, py::arg("ring_change_retries") = 0,
+          py::arg("on_ring_change") = py::none(), R"doc(
 Joins the zringd listening on endpoint (e.g. "ipc:///run/zring/zringd.sock")
 and learns the world size and this rank (node-major). local_rank: which of the
 daemon's local_ranks this process is. timeout_ms: the longest silence from
-the daemon any call waits for. Raises zring.Error (kind 'connection_failed'
-or 'timeout') when the daemon does not answer.
+the daemon any call waits for. ring_change_retries: how many times an op that
+met a change of the ring's members (zring.Error kind 'ring_changed') is
+submitted again, with the same inputs, on the new ring (0: the error is
+raised; SharedTensors are never submitted again). on_ring_change: called
+with that zring.Error before each retry (e.g. to log it). Raises zring.Error
+(kind 'connection_failed' or 'timeout') when the daemon does not answer.
 )doc")
       .def("all_reduce", &all_reduce, py::arg("gradients"),
            "Compresses, aggregates and averages gradients (dict[str, array]) across the group; "

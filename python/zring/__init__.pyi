@@ -1,6 +1,7 @@
 # Type stubs for zring (the compiled part lives in zring._zring).
 from enum import Enum
-from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple, TypeVar, Union
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    TypeVar, Union)
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +45,8 @@ class ErrorCode(Enum):
     aborted: int
     resource_limit: int
     internal: int
+    system_error: int
+    ring_changed: int
 
 class CompressionKind(Enum):
     none: int
@@ -154,7 +157,9 @@ class CompressedAllReduce:
     def __init__(self, method: MethodLike, world_size: int) -> None: ...
     @staticmethod
     def connect(endpoint: str, method: MethodLike, *, local_rank: int = ...,
-                timeout_ms: int = ...) -> CompressedAllReduce: ...
+                timeout_ms: int = ..., ring_change_retries: int = ...,
+                on_ring_change: Optional[Callable[[Error], Any]] = ...
+                ) -> CompressedAllReduce: ...
     def all_reduce(self, gradients: Mapping[str, A]) -> Dict[str, A]: ...
     def all_reduce_in_place(self, tensors: Union[Dict[str, Array], SharedTensors]) -> None: ...
     def broadcast(self, tensors: Dict[str, Array], root: int) -> None: ...

@@ -30,6 +30,15 @@ endpoint or a local rank: the endpoint defaults to zring.default_endpoint()
 
     state = zring.torch.register_comm_hook(ddp_model, "ef:topk:1%")
 
+An op that meets a change of the ring's members (a node dropped, restarted or
+taken in: zring.Error kind 'ring_changed') is run again on the new ring with
+the same gradients, up to RING_CHANGE_RETRIES times, each change logged as a
+warning on the logger "zring.torch"; the step goes on, averaged over the
+ranks of the new ring. The DDP hook's buckets keep their gradients for that
+(their averages are copied out once the op is done); DistributedOptimizer's
+gradients live where zringd writes the averages, so its step() raises the
+error instead (retry the step, as docs/errors.md advises).
+
 A rank that joins the ring (or every rank, after a restart from different
 checkpoints) gets the current weights and optimizer state from a live rank
 with broadcast_state, as Horovod elastic's state.sync(): afterwards every
@@ -44,6 +53,7 @@ but the names do not cover (kind 'invalid_argument').
 """
 
 import concurrent.futures
+import logging
 import os
 import threading
 
@@ -57,9 +67,21 @@ from ._torch_state import broadcast_state
 __all__ = ["HookState", "comm_hook", "register_comm_hook", "DistributedOptimizer", "connect",
            "broadcast_state"]
 
+# How many times an op that met a change of the ring is run again (connect()).
+RING_CHANGE_RETRIES = 3
+_log = logging.getLogger("zring.torch")
 
-def connect(endpoint=None, method="none", *, local_rank=None, timeout_ms=30000):
+
+def _log_ring_change(error):
+    _log.warning("zring.torch: the ring changed during an op, running it again on the new "
+                 "ring: %s", error.message)
+
+
+def connect(endpoint=None, method="none", *, local_rank=None, timeout_ms=30000,
+            ring_change_retries=None):
     """CompressedAllReduce.connect with a message that says what zring.torch needed.
+
+    ring_change_retries None: RING_CHANGE_RETRIES, each retry logged (see above).
 
     endpoint None: zring.default_endpoint() (ZRING_ENDPOINT, else this node's
     `ipc` in ZRING_CONFIG or /etc/zring/zring.yaml). local_rank None: LOCAL_RANK
@@ -80,8 +102,11 @@ def connect(endpoint=None, method="none", *, local_rank=None, timeout_ms=30000):
     if from_env:
         local_rank = default_local_rank()
     try:
+        retries = RING_CHANGE_RETRIES if ring_change_retries is None else ring_change_retries
         allreduce = CompressedAllReduce.connect(endpoint, method, local_rank=local_rank,
-                                                timeout_ms=timeout_ms)
+                                                timeout_ms=timeout_ms,
+                                                ring_change_retries=retries,
+                                                on_ring_change=_log_ring_change)
     except Error as e:
         raise Error(e.kind, f"zring.torch: cannot use the zringd at endpoint {endpoint}{origin}"
                             f": {e.message}") from e

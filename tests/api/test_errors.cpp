@@ -30,6 +30,7 @@ BOOST_AUTO_TEST_CASE(numbers_never_change) {
       {ErrorCode::resource_limit, 13},
       {ErrorCode::internal, 14},
       {ErrorCode::system_error, 15},
+      {ErrorCode::ring_changed, 16},
   };
   for (const auto& [code, number] : pinned) {
     BOOST_TEST_CONTEXT(zring::to_string(code)) {

@@ -6,7 +6,7 @@ same round and waits for every answer). Each rank's answer must be either
 - a result whose bits are those of every other rank with a result, and
   those of the exact average (workload.reference), or
 - a zring.Error of a kind a fault can cause (timeout, peer_lost, aborted,
-  connection_failed) with a message, within the deadline the product
+  ring_changed, connection_failed) with a message, within the deadline the product
   promises (docs/errors.md): timeout_ms + 1 s after the later of the op's
   start and the last fault action before the error; for the errors a client
   raises itself when its zringd stops answering ("went silent", "no answer
@@ -23,7 +23,7 @@ import collections
 
 import workload
 
-FAULT_KINDS = ("timeout", "peer_lost", "aborted", "connection_failed")
+FAULT_KINDS = ("timeout", "peer_lost", "aborted", "ring_changed", "connection_failed")
 
 
 class Aborted(Exception):

@@ -3,7 +3,7 @@
 Every client runs its own training loop (chaos_client.py "loop"): step
 after step, each planned from (seed, step) alone so all ranks submit the
 same manifest at the same step. A step that fails is retried, as
-docs/errors.md advises for peer_lost and aborted (--on-error retry), or
+docs/errors.md advises for peer_lost, aborted and ring_changed (--on-error retry), or
 skipped, as a loop that logs the error and goes on would (--on-error
 skip). Nothing holds the ranks together but zring itself: if one rank
 sees more or fewer failures than another, or comes back from a stop

@@ -12,7 +12,7 @@
 // the shared buffer, and not after (exit 4 otherwise). On
 // an error it writes "ERROR <kind>: <message>" to OUT.err and exits 3.
 //
-//   ring_client --talk ENDPOINT LOCAL_RANK METHOD SEED SIZES [TIMEOUT_MS]
+//   ring_client --talk ENDPOINT LOCAL_RANK METHOD SEED SIZES [TIMEOUT_MS [RETRIES]]
 //
 // Stays connected and takes commands on stdin, one per line: "round N FILE"
 // all-reduces round N's gradients, writes the result to FILE and answers
@@ -24,7 +24,11 @@
 // denormal), writing what it sent to FILE.in and what it got to FILE,
 // through a TensorMap (FORM "map"), TensorViews ("views") or a TensorMap
 // of the first tensor alone ("small"); "world" answers "world W rank R"
-// (the ring of the last op); "quit" ends it. The test that
+// (the ring of the last op); "inplace N FILE" is "round" through
+// all_reduce_in_place of a TensorMap, and also checks that a failed op left
+// the values as they were (else "error KIND changed: ..."); "changes"
+// answers "changes C", how many ops met a change of the ring and ran again
+// (RETRIES: ConnectOptions::ring_change_retries); "quit" ends it. The test that
 // drives it decides when the ranks move on, as a training loop would.
 //
 // With ZRING_CLIENT_ALARM_US=N in its environment, a SIGALRM (handler
@@ -73,6 +77,14 @@ std::vector<std::size_t> parse_sizes(const std::string& text) {
   return sizes;
 }
 
+bool same_bits(const zring::TensorMap& a, const zring::TensorMap& b) {
+  for (const auto& [name, t] : a) {
+    const auto& other = b.at(name).data();
+    if (std::memcmp(t.data().data(), other.data(), t.numel() * sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
 void write_result(const zring::TensorMap& result, std::ostream& out) {
   for (const auto& [name, t] : result)
     out.write(reinterpret_cast<const char*>(t.data().data()),
@@ -117,6 +129,12 @@ int talk(int argc, char** argv) {
   zring::ConnectOptions options;
   options.local_rank = std::stoul(argv[3]);
   if (argc > 7) options.timeout = std::chrono::milliseconds(std::stol(argv[7]));
+  if (argc > 8) options.ring_change_retries = std::stoul(argv[8]);
+  std::size_t changes = 0;
+  options.on_ring_change = [&changes](const zring::Error& e) {
+    ++changes;
+    std::cerr << "ring_client: running the op again: " << e.what() << std::endl;
+  };
   const std::uint64_t seed = std::stoull(argv[5]);
   const auto sizes = parse_sizes(argv[6]);
   auto ar = zring::CompressedAllReduce::connect(argv[2], zring::CompressionMethod::parse(argv[4]),
@@ -134,6 +152,10 @@ int talk(int argc, char** argv) {
     if (verb == "quit") return 0;
     if (verb == "world") {
       std::cout << "world " << ar.world_size() << " rank " << ar.rank() << std::endl;
+      continue;
+    }
+    if (verb == "changes") {
+      std::cout << "changes " << changes << std::endl;
       continue;
     }
     try {
@@ -163,6 +185,15 @@ int talk(int argc, char** argv) {
         shared->assign(grads);
         ar.all_reduce_in_place(*shared);
         result = shared->to_tensors();
+      } else if (verb == "inplace") {
+        result = grads;
+        try {
+          ar.all_reduce_in_place(result);
+        } catch (const zring::Error& e) {
+          if (!same_bits(result, grads))
+            throw zring::Error(e.code(), std::string("changed: ") + e.what());
+          throw;
+        }
       } else {
         result = ar.all_reduce(grads);
       }

@@ -12,7 +12,7 @@
 namespace zring::netns {
 namespace {
 
-const std::vector<std::string> kClearErrors = {"peer_lost", "timeout", "aborted"};
+const std::vector<std::string> kClearErrors = {"peer_lost", "timeout", "aborted", "ring_changed"};
 
 TensorMap decode(const std::string& bytes, const TensorMap& like, bool* complete) {
   TensorMap out;
@@ -78,8 +78,9 @@ Verdict RoundChecker::check(const Round& round, Clock::time_point since,
       v.worst_error_seconds =
           std::max(v.worst_error_seconds, seconds(a.at - std::max(since, round.started)));
       if (std::find(kClearErrors.begin(), kClearErrors.end(), a.code) == kClearErrors.end())
-        v.problems.push_back(rank + "error of kind '" + a.code +
-                             "' (expected peer_lost, timeout or aborted): " + a.message);
+        v.problems.push_back(
+            rank + "error of kind '" + a.code +
+            "' (expected peer_lost, timeout, aborted or ring_changed): " + a.message);
       const bool names_node =
           std::any_of(node_names_.begin(), node_names_.end(),
                       [&](const std::string& n) { return a.message.find(n) != std::string::npos; });

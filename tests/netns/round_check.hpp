@@ -1,7 +1,7 @@
 // round_check.hpp - what every rank of a round under a fault must see:
 // either the correct result (identical bits on every rank that got one,
 // equal to the reference average of tests/support) or a clear error (a
-// peer_lost / timeout / aborted zring::Error naming a node of the ring),
+// peer_lost / timeout / aborted / ring_changed zring::Error naming a node of the ring),
 // never silence.
 #pragma once
 

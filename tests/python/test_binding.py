@@ -253,7 +253,7 @@ def test_every_error_code_has_its_fixed_number():
         "no_communicator": 4, "malformed_message": 5, "unsupported_version": 6,
         "config_invalid": 7, "manifest_mismatch": 8, "timeout": 9, "peer_lost": 10,
         "connection_failed": 11, "aborted": 12, "resource_limit": 13, "internal": 14,
-        "system_error": 15,
+        "system_error": 15, "ring_changed": 16,
     }
 
 

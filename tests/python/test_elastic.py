@@ -47,7 +47,7 @@ def test_a_node_gone_for_good_leaves_a_ring_that_goes_on(local_ring):
                 break
             for a in answers:
                 if isinstance(a, zring.Error):
-                    assert a.kind in ("peer_lost", "timeout", "aborted"), a
+                    assert a.kind in ("peer_lost", "timeout", "aborted", "ring_changed"), a
             round_number += 1
         assert all(isinstance(a, dict) for a in answers), answers
         expected = sum(make_gradients(11, round_number, r, [3000])["t000"].astype(np.float64)
@@ -82,3 +82,85 @@ def test_a_ring_without_a_quorum_says_so(local_ring):
         assert "min_nodes is 3" in message, message
     finally:
         conn.close()
+
+
+def test_on_ring_change_must_be_callable(local_ring):
+    ring = local_ring(1)
+    with pytest.raises(zring.Error) as caught:
+        zring.CompressedAllReduce.connect(ring.ipc(0), "none", ring_change_retries=1,
+                                          on_ring_change=42)
+    assert caught.value.kind == "invalid_argument"
+    assert caught.value.message == ("connect: on_ring_change must be callable (it gets the "
+                                    "zring.Error) or None")
+
+
+def test_with_retries_an_op_a_death_meets_runs_again_without_the_node(local_ring):
+    """ring_change_retries: an in-place op in flight when node 2 dies gives
+    each survivor the exact average of the ring that ran it, or (when the other
+    survivor had every average before the death) a timeout with its values as
+    they were; each retry is reported to on_ring_change as a ring_changed."""
+    ring = local_ring(3, timeout_ms=2000, heartbeat_ms=100)
+    changes = [[], [], []]
+    conns = [zring.CompressedAllReduce.connect(ring.ipc(n), "none", timeout_ms=20000,
+                                               ring_change_retries=3,
+                                               on_ring_change=changes[n].append)
+             for n in range(3)]
+    size = 4 << 20
+    inputs = [make_gradients(11, 1, r, [size]) for r in range(3)]
+    values = [{k: v.copy() for k, v in g.items()} for g in inputs]
+    answers = [None] * 3
+
+    def rank(i):
+        try:
+            conns[i].all_reduce_in_place(values[i])
+            answers[i] = "ok"
+        except zring.Error as e:
+            answers[i] = e
+
+    try:
+        started = time.monotonic()
+        one = [make_gradients(11, 0, r, [size]) for r in range(3)]
+        warm = one_round_in_place(conns, one)
+        assert warm == ["ok"] * 3, warm
+        took = time.monotonic() - started
+        threads = [threading.Thread(target=rank, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(took * 0.4)
+        ring.daemons[2].kill()  # SIGKILL: a death, not a shutdown
+        ring.daemons[2].wait()
+        for t in threads:
+            t.join()
+        for i in (0, 1):
+            if answers[i] == "ok":
+                ranks = range(conns[i].world_size)
+                expected = sum(inputs[r]["t000"].astype(np.float64) for r in ranks) / len(ranks)
+                np.testing.assert_allclose(values[i]["t000"], expected, rtol=1e-5, atol=1e-6)
+            else:
+                assert answers[i].kind == "timeout", answers[i]
+                assert values[i]["t000"].tobytes() == inputs[i]["t000"].tobytes()
+            assert all(isinstance(c, zring.Error) and c.kind == "ring_changed"
+                       for c in changes[i]), changes[i]
+        if answers[:2] == ["ok", "ok"]:
+            assert values[0]["t000"].tobytes() == values[1]["t000"].tobytes()
+    finally:
+        for c in conns:
+            c.close()
+
+
+def one_round_in_place(conns, grads):
+    answers = [None] * len(conns)
+
+    def rank(i):
+        try:
+            conns[i].all_reduce_in_place(grads[i])
+            answers[i] = "ok"
+        except zring.Error as e:
+            answers[i] = e
+
+    threads = [threading.Thread(target=rank, args=(i,)) for i in range(len(conns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers

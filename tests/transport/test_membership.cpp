@@ -154,7 +154,7 @@ BOOST_AUTO_TEST_CASE(a_node_gone_for_good_is_dropped_and_the_op_in_flight_fails_
   BOOST_TEST(net.at(1).generation() != before);
   const auto broken = net.at(1).take_break();
   BOOST_REQUIRE(broken.has_value());
-  BOOST_TEST((broken->code == ErrorCode::peer_lost));
+  BOOST_TEST((broken->code == ErrorCode::ring_changed));
   BOOST_TEST(contains(broken->text, "nothing heard from node 'n2' (tcp://127.0.0.1:7002) for "),
              broken->text);
   for (const std::size_t n : {0, 1, 3}) {
@@ -177,7 +177,7 @@ BOOST_AUTO_TEST_CASE(a_node_adopting_a_new_ring_mid_op_fails_it_saying_how_the_r
   BOOST_REQUIRE(net.settles_on({0, 1, 2}, 2s));
   const auto broken = net.at(1).take_break();
   BOOST_REQUIRE(broken.has_value());
-  BOOST_TEST((broken->code == ErrorCode::aborted));
+  BOOST_TEST((broken->code == ErrorCode::ring_changed));
   BOOST_TEST(broken->text ==
              "the ring re-formed during the op ([n0 n1] -> [n0 n1 n2]): taking in node 'n2'");
 }
