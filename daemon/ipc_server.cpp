@@ -17,6 +17,13 @@
 namespace zring::daemon {
 namespace {
 
+// What the stats, the log and the timeline call an op: its method, or
+// "broadcast" (which compresses nothing, whatever its manifest's method).
+std::string op_name(const collective::Manifest& manifest) {
+  return manifest.kind == collective::OpKind::broadcast ? std::string("broadcast")
+                                                        : manifest.method;
+}
+
 // Shares a result buffer with a ZeroMQ message: every local rank gets the
 // same bytes, none copied.
 zmq::message_t share(const std::shared_ptr<float[]>& values, std::size_t elements) {
@@ -379,7 +386,7 @@ void IpcServer::on_op_done(OpDone done) {
   const std::vector<Request> requests = ranks_.finish(done.id);
   if (requests.empty()) return;  // stopped meanwhile
   if (done.failure) {
-    stats_.op_failed(requests.empty() ? "?" : requests.front().manifest.method, *done.failure);
+    stats_.op_failed(requests.empty() ? "?" : op_name(requests.front().manifest), *done.failure);
     log_warn("op " + std::to_string(done.op) + " failed: " + done.failure->text);
     for (const Request& r : requests)
       send_error(r.client, r.id, done.failure->code, done.failure->text);
@@ -389,10 +396,10 @@ void IpcServer::on_op_done(OpDone done) {
   const std::uint64_t dense = requests.front().manifest.elements() * sizeof(float);
   Clock::time_point assembled = requests.front().at;  // the last local rank's submission
   for (const Request& r : requests) assembled = std::max(assembled, r.at);
-  stats_.op_succeeded(requests.front().manifest.method, dense, config_.nodes.size(),
+  stats_.op_succeeded(op_name(requests.front().manifest), dense, config_.nodes.size(),
                       std::chrono::duration<double>(Clock::now() - assembled).count());
-  log_debug("op " + std::to_string(done.op) + " done: " + requests.front().manifest.method + ", " +
-            std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
+  log_debug("op " + std::to_string(done.op) + " done: " + op_name(requests.front().manifest) +
+            ", " + std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
             std::to_string(done.wire_bytes) + " bytes on the ring");
   for (const Request& r : requests) reply_result(r, done, dense);
   record(requests, done);
@@ -404,7 +411,7 @@ void IpcServer::record(const std::vector<Request>& requests, const OpDone& done)
   OpRecord r;
   r.op = done.op;
   if (!requests.empty()) {
-    r.method = requests.front().manifest.method;
+    r.method = op_name(requests.front().manifest);
     r.tensors = requests.front().manifest.tensors.size();
     r.elements = requests.front().manifest.elements();
     r.first_submitted = r.last_submitted = requests.front().at;

@@ -165,7 +165,7 @@ void ring_families(Exposition& e, const DaemonStats& stats, const RingConfig& co
 
 void op_families(Exposition& e, const DaemonStats& stats) {
   e.family("zring_ops_total", "counter",
-           "All-reduce ops this node finished, by method and result.");
+           "Ops this node finished, by method (\"broadcast\" for broadcasts) and result.");
   for (const auto& [method, m] : stats.methods) {
     e.sample("zring_ops_total", "method=" + label(method) + ",result=\"ok\"",
              std::to_string(m.ops));

@@ -31,8 +31,9 @@
 
 namespace zring::daemon {
 
-// One all-reduce of this node's local ranks, or a request to forget a local
-// rank's error-feedback residuals (a new process took the rank).
+// One op (all-reduce or broadcast, as its manifest says) of this node's
+// local ranks, or a request to forget a local rank's error-feedback
+// residuals (a new process took the rank).
 struct OpJob {
   std::uint64_t id = 0;
   collective::Manifest manifest;

@@ -103,6 +103,30 @@ class CompressedAllReduce {
   // retrying. After a timeout zringd can no longer write into them.
   void all_reduce_in_place(SharedTensors& tensors);
 
+  // Broadcast: after it returns, every rank's `tensors` hold, bit for bit,
+  // the values of rank `root` (a rank of the ring that runs the op, as
+  // rank() and world_size() number them: node by node). Every rank passes
+  // the same names and shapes and the same root (otherwise every rank gets
+  // manifest_mismatch naming the first difference and the ranks). Nothing
+  // is compressed, whatever method(): any bit pattern (NaN payloads, -0.0)
+  // arrives as it left, and no error-feedback residual changes. This is how
+  // a rank that joins gets the current weights from a live one
+  // (docs/membership.md). Throws invalid_argument when root >= world_size()
+  // (or >= the op's ring's ranks, on every rank, should the ring have
+  // shrunk since), and as all_reduce otherwise (timeout, peer_lost, ...);
+  // a standalone object with world_size 1 has nothing to do (root must be
+  // 0), one with more throws no_communicator. When it throws, `tensors`
+  // are unchanged, except after an op of 256 KiB or more (staged through
+  // the shared buffer, copied out as the values arrive) that failed
+  // half-way: then a prefix of them may already hold the root's values.
+  // Either way, retry it.
+  void broadcast(TensorMap& tensors, std::size_t root);
+
+  // The same for tensors in the caller's own memory (names distinct, data
+  // non-null: invalid_argument otherwise, naming the tensor), with the
+  // same guarantees when it throws.
+  void broadcast(const TensorViews& tensors, std::size_t root);
+
   // The genuine compressed all-reduce given the other ranks' compressed
   // gradients (one map per other rank): each parameter's contributions are
   // summed in the dense domain and divided by the number of contributions.

@@ -84,6 +84,33 @@ void CompressedAllReduce::all_reduce_in_place(SharedTensors& tensors) {
   });
 }
 
+namespace {
+// A root is a rank of the ring: below world_size(), or no rank has it.
+void check_root(const CompressedAllReduce::Impl& impl, std::size_t root) {
+  if (root >= impl.world_size())
+    throw Error(ErrorCode::invalid_argument,
+                "broadcast: root " + std::to_string(root) + " is not a rank: world_size() is " +
+                    std::to_string(impl.world_size()) + ", so root must be 0.." +
+                    std::to_string(impl.world_size() - 1));
+}
+}  // namespace
+
+void CompressedAllReduce::broadcast(TensorMap& tensors, std::size_t root) {
+  translated("broadcast", [&] {
+    Impl& impl = checked(impl_);
+    check_root(impl, root);
+    impl.broadcast(tensors, root);
+  });
+}
+
+void CompressedAllReduce::broadcast(const TensorViews& tensors, std::size_t root) {
+  translated("broadcast", [&] {
+    Impl& impl = checked(impl_);
+    check_root(impl, root);
+    impl.broadcast(tensors, root);
+  });
+}
+
 TensorMap CompressedAllReduce::all_reduce_with_peers(const TensorMap& gradients,
                                                      const std::vector<CompressedMap>& peers) {
   return translated("all_reduce_with_peers",

@@ -86,6 +86,12 @@ std::vector<TensorIo> tensor_ios(const TensorMap& gradients, TensorMap* out) {
 // below the shared-buffer threshold, and headers naming many tensors.
 constexpr std::size_t kMaxReplyBytes = std::size_t{256} << 20;
 
+// What an op is: an all-reduce with the object's method, or a broadcast.
+struct OpSpec {
+  wire::OpKind kind = wire::OpKind::all_reduce;
+  std::uint32_t root = 0;
+};
+
 class Connected final : public CompressedAllReduce::Impl {
  public:
   Connected(const std::string& endpoint, CompressionMethod method, const ConnectOptions& options)
@@ -147,6 +153,26 @@ class Connected final : public CompressedAllReduce::Impl {
     reduce(ios, shapes_of(fused), [] {});
   }
 
+  // A broadcast travels as an all-reduce does (the values frame or the
+  // shared buffer, staged when large; every rank hands its values over,
+  // only the root's are read), its manifest saying what it is: the method
+  // "none", since nothing is compressed, so ranks whose objects have other
+  // methods still agree.
+  void broadcast(TensorMap& tensors, std::size_t root) override {
+    check_inputs(tensors);
+    std::vector<TensorIo> ios = tensor_ios(tensors, &tensors);
+    reduce(
+        ios, shapes_of_map(tensors), [] {}, broadcast_from(root));
+  }
+
+  void broadcast(const TensorViews& views, std::size_t root) override {
+    const std::vector<FusedView> fused = fuse_order(views);
+    std::vector<TensorIo> ios;
+    for (const FusedView& f : fused) ios.push_back({f.view->data, f.view->data, f.numel, f.offset});
+    reduce(
+        ios, shapes_of(fused), [] {}, broadcast_from(root));
+  }
+
   // SharedTensors live in a buffer of their own, which becomes this
   // object's buffer: zringd reads the values there and writes the averages
   // back over them.
@@ -171,7 +197,7 @@ class Connected final : public CompressedAllReduce::Impl {
       all_reduce_in_place(views);
       return;
     }
-    wire::IpcHeader request = header_for(tensors.shapes);
+    wire::IpcHeader request = header_for(tensors.shapes, {});
     request.kind = wire::IpcKind::submit_shared;
     std::pair<wire::IpcHeader, zmq::message_t> reply;
     try {
@@ -205,11 +231,21 @@ class Connected final : public CompressedAllReduce::Impl {
   CompressedAllReduce::Traffic traffic() const noexcept override { return traffic_; }
 
  private:
+  static OpSpec broadcast_from(std::size_t root) {
+    if (root > std::numeric_limits<std::uint32_t>::max())  // world_size() is a u32
+      throw Error(ErrorCode::invalid_argument,
+                  "broadcast: root " + std::to_string(root) + " is beyond any ring's ranks");
+    return {wire::OpKind::broadcast, static_cast<std::uint32_t>(root)};
+  }
+
   // A submit request naming the tensors, in name order.
-  wire::IpcHeader header_for(const TensorShapes& shapes) const {
+  wire::IpcHeader header_for(const TensorShapes& shapes, const OpSpec& op) const {
     wire::IpcHeader request;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
-    request.manifest.method = method_.to_string();
+    request.manifest.kind = op.kind;
+    request.manifest.root = op.root;
+    request.manifest.method =
+        op.kind == wire::OpKind::broadcast ? std::string("none") : method_.to_string();
     for (const auto& [name, shape] : shapes) {
       std::size_t numel = 1;
       for (std::size_t extent : shape) numel *= extent;
@@ -232,8 +268,8 @@ class Connected final : public CompressedAllReduce::Impl {
   // form makes its results' memory there, while the ring works.
   template <class AfterStaging>
   void reduce_staged(std::vector<TensorIo>& ios, const TensorShapes& shapes,
-                     AfterStaging&& after_staging) {
-    wire::IpcHeader request = header_for(shapes);
+                     AfterStaging&& after_staging, const OpSpec& op) {
+    wire::IpcHeader request = header_for(shapes, op);
     request.kind = wire::IpcKind::submit_staged;
     const std::size_t elements = request.manifest.elements();
     const std::size_t bytes = elements * sizeof(float);
@@ -320,12 +356,13 @@ class Connected final : public CompressedAllReduce::Impl {
   // average comes out, after_submit runs once: the copy form makes its
   // results' memory there (while the ring works, for a staged op).
   template <class AfterSubmit>
-  void reduce(std::vector<TensorIo>& ios, const TensorShapes& shapes, AfterSubmit&& after_submit) {
+  void reduce(std::vector<TensorIo>& ios, const TensorShapes& shapes, AfterSubmit&& after_submit,
+              const OpSpec& op = {}) {
     if (elements_of(shapes) * sizeof(float) >= kSharedBytes) {
-      reduce_staged(ios, shapes, after_submit);
+      reduce_staged(ios, shapes, after_submit, op);
       return;
     }
-    wire::IpcHeader request = header_for(shapes);
+    wire::IpcHeader request = header_for(shapes, op);
     request.kind = wire::IpcKind::submit;
     const std::size_t bytes = request.manifest.elements() * sizeof(float);
     Attempts attempts(*this);

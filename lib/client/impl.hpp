@@ -51,6 +51,10 @@ class CompressedAllReduce::Impl {
     all_reduce_in_place(copy);
     tensors.set(copy);
   }
+  // The root's values over every rank's tensors (root < world_size(),
+  // checked by the caller).
+  virtual void broadcast(TensorMap& tensors, std::size_t root) = 0;
+  virtual void broadcast(const TensorViews& views, std::size_t root) = 0;
   virtual TensorMap all_reduce_with_peers(const TensorMap& gradients,
                                           const std::vector<CompressedMap>& peers) = 0;
   virtual CompressedMap compress_for_transmission(const TensorMap& gradients) = 0;

@@ -4,6 +4,7 @@
 
 #include "client/impl.hpp"
 #include "client/local_aggregator.hpp"
+#include "client/tensor_views.hpp"
 
 namespace zring::client {
 namespace {
@@ -17,14 +18,17 @@ class Standalone final : public CompressedAllReduce::Impl {
   // compression error. world_size > 1: nothing to talk to. Scaling the local
   // gradient instead would not approximate a sum across ranks, so refuse.
   TensorMap all_reduce(const TensorMap& gradients) override {
-    if (aggregator_.world_size() > 1)
-      throw Error(ErrorCode::no_communicator,
-                  "all_reduce: this CompressedAllReduce has world_size " +
-                      std::to_string(aggregator_.world_size()) +
-                      " but no communicator; use CompressedAllReduce::connect(endpoint, ...) "
-                      "to go through zringd, or all_reduce_with_peers with the other ranks' "
-                      "compressed gradients");
+    refuse_without_peers("all_reduce");
     return aggregator_.average(gradients, {});
+  }
+  // world_size 1: this rank is the root, its tensors are the result.
+  void broadcast(TensorMap& tensors, std::size_t) override {
+    refuse_without_peers("broadcast");
+    check_inputs(tensors);
+  }
+  void broadcast(const TensorViews& views, std::size_t) override {
+    refuse_without_peers("broadcast");
+    (void)fuse_order(views);  // checked as a connected object checks them
   }
   TensorMap all_reduce_with_peers(const TensorMap& gradients,
                                   const std::vector<CompressedMap>& peers) override {
@@ -40,6 +44,18 @@ class Standalone final : public CompressedAllReduce::Impl {
   CompressedAllReduce::Traffic traffic() const noexcept override { return aggregator_.traffic(); }
 
  private:
+  void refuse_without_peers(const std::string& op) const {
+    if (aggregator_.world_size() > 1)
+      throw Error(ErrorCode::no_communicator,
+                  op + ": this CompressedAllReduce has world_size " +
+                      std::to_string(aggregator_.world_size()) +
+                      " but no communicator; use CompressedAllReduce::connect(endpoint, ...) "
+                      "to go through zringd" +
+                      (op == "all_reduce" ? ", or all_reduce_with_peers with the other ranks' "
+                                            "compressed gradients"
+                                          : ""));
+  }
+
   LocalAggregator aggregator_;
 };
 

@@ -21,6 +21,7 @@ constexpr std::size_t kPrepareBesideElems = std::size_t{1} << 18;
 // new method needs only its codec: the registry knows it, and its
 // Summation picks the plan.
 std::unique_ptr<MethodPlan> make_plan(PlanInputs& in) {
+  if (in.input.manifest.kind == OpKind::broadcast) return make_broadcast_plan(in);
   switch (codec::make_codec(in.input.method.base())->summation()) {
     case codec::Summation::dense_float:
     case codec::Summation::rounded_half:

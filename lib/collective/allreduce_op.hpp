@@ -85,8 +85,13 @@ struct OpOutput {
   } phases;
 };
 
-// Runs the op. residuals holds one ErrorFeedback per local rank and is
-// updated when the method has error feedback; workspace keeps buffers from
+// Runs the op: the all-reduce above, or, when input.manifest.kind is
+// broadcast, the broadcast of plan_broadcast.cpp (the summary exchange and
+// its checks as above, then the root rank's values along the ring, every
+// node's result the same bits as the root's input; a root beyond the
+// ring's ranks is an AgreedFailure, invalid_argument). residuals holds one
+// ErrorFeedback per local rank and is updated when an all-reduce's method
+// has error feedback; workspace keeps buffers from
 // op to op (the result is workspace.result()). Throws zring::Error.
 OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& input,
                        std::vector<codec::ErrorFeedback>& residuals, Workspace& workspace);

@@ -11,10 +11,17 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
   return text + "]";
 }
 
+std::string op_text(const Manifest& m) {
+  return m.kind == OpKind::broadcast ? "a broadcast from rank " + std::to_string(m.root)
+                                     : std::string("an all-reduce");
+}
+
 }  // namespace
 
 std::string manifest_difference(const Manifest& a, const std::string& a_who, const Manifest& b,
                                 const std::string& b_who) {
+  if (a.kind != b.kind || a.root != b.root)
+    return op_text(a) + " on " + a_who + " but " + op_text(b) + " on " + b_who;
   if (a.method != b.method) {
     return "method '" + a.method + "' on " + a_who + " but '" + b.method + "' on " + b_who;
   }

@@ -11,10 +11,12 @@ namespace zring::collective {
 using wire::Manifest;
 using wire::NodeSummary;
 using wire::NonFinite;
+using wire::OpKind;
 using wire::TensorSpec;
 
-// The first difference between two manifests as a sentence, or "" when they
-// are equal. a_who / b_who name the submitters ("ranks 0-1 (node a)").
+// The first difference between two manifests as a sentence (what the op
+// is, the method, then the tensors), or "" when they are equal. a_who / b_who name the submitters
+// ("ranks 0-1 (node a)").
 std::string manifest_difference(const Manifest& a, const std::string& a_who, const Manifest& b,
                                 const std::string& b_who);
 

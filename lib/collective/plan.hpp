@@ -1,4 +1,5 @@
-// plan.hpp - the per-method half of an all-reduce op (internal).
+// plan.hpp - the per-method half of an op (internal): an all-reduce's
+// schedule for its method, or the broadcast.
 //
 // A plan prepares what the other nodes must learn before the data moves
 // (statistics, sizes) and then moves the data with the schedule that keeps
@@ -32,7 +33,10 @@ struct PlanInputs {
 
   [[nodiscard]] std::size_t elements() const noexcept { return offsets.back(); }
   [[nodiscard]] std::size_t tensors() const noexcept { return offsets.size() - 1; }
-  [[nodiscard]] bool feedback() const noexcept { return input.method.has_error_feedback(); }
+  // Error feedback applies to all-reduces only: a broadcast copies values.
+  [[nodiscard]] bool feedback() const noexcept {
+    return input.manifest.kind == OpKind::all_reduce && input.method.has_error_feedback();
+  }
   // With error feedback: the next residual of local rank l = x[l] - decoded,
   // per tensor, staged until the op succeeds (run_allreduce commits it).
   void update_feedback(std::size_t l, const float* decoded);
@@ -80,6 +84,8 @@ std::unique_ptr<MethodPlan> make_dense_plan(PlanInputs& in);    // none, fp16, b
 std::unique_ptr<MethodPlan> make_affine_plan(PlanInputs& in);   // quantization, signsgd
 std::unique_ptr<MethodPlan> make_randomk_plan(PlanInputs& in);  // randomk
 std::unique_ptr<MethodPlan> make_sparse_plan(PlanInputs& in);   // topk, threshold
+// A broadcast (manifest.kind), whatever the method: the root's values, exact.
+std::unique_ptr<MethodPlan> make_broadcast_plan(PlanInputs& in);
 
 // The frames a node sends its sparse payloads in (framed data), from its
 // summary: one per frame of the op's values (plan_sparse.cpp); 0 when its

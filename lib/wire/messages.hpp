@@ -21,10 +21,11 @@ namespace zring::wire {
 
 // The phase of an op a data message belongs to.
 enum class Phase : std::uint8_t {
-  manifest = 1,  // all-gather of each node's manifest, statistics, sizes
-  reduce = 2,    // reduce-scatter: partial sums travelling to their owner
-  gather = 3,    // all-gather of reduced segments
-  blobs = 4,     // all-gather of each node's compressed payloads (sparse methods)
+  manifest = 1,   // all-gather of each node's manifest, statistics, sizes
+  reduce = 2,     // reduce-scatter: partial sums travelling to their owner
+  gather = 3,     // all-gather of reduced segments
+  blobs = 4,      // all-gather of each node's compressed payloads (sparse methods)
+  broadcast = 5,  // a broadcast: the root's values along the ring (segment: the root's node)
 };
 
 // Identifies one data message within an op. The transport adds and checks
@@ -49,18 +50,29 @@ struct TensorSpec {
   }
 };
 
-// The tensors of an op (sorted by name: the order they are fused in) and the
-// method, as text. Every rank of an op must submit the same manifest.
+// What an op does with the values. Values are part of the wire format.
+enum class OpKind : std::uint8_t {
+  all_reduce = 1,  // every rank gets the average of what every rank compressed
+  broadcast = 2,   // every rank gets the values of rank `root`, bit for bit
+};
+
+// The tensors of an op (sorted by name: the order they are fused in), the
+// method, as text, and what the op is. Every rank of an op must submit the
+// same manifest.
 struct Manifest {
   std::string method;
   std::vector<TensorSpec> tensors;
+  OpKind kind = OpKind::all_reduce;
+  // broadcast: the rank (of the ring that runs the op, numbered node by
+  // node) whose values every rank receives; 0 for an all-reduce.
+  std::uint32_t root = 0;
   [[nodiscard]] std::uint64_t elements() const noexcept {
     std::uint64_t total = 0;
     for (const TensorSpec& t : tensors) total += t.numel;
     return total;
   }
   friend bool operator==(const Manifest& a, const Manifest& b) {
-    return a.method == b.method && a.tensors == b.tensors;
+    return a.method == b.method && a.tensors == b.tensors && a.kind == b.kind && a.root == b.root;
   }
 };
 

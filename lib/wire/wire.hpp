@@ -34,8 +34,9 @@
 
 namespace zring::wire {
 
-// Bump on any incompatible change of any message layout.
-inline constexpr std::uint32_t kWireVersion = 2;
+// Bump on any incompatible change of any message layout (3: manifests say
+// what the op is, all-reduce or broadcast, and the ring has a broadcast phase).
+inline constexpr std::uint32_t kWireVersion = 3;
 
 // What a message is. Values are part of the wire format: never renumber.
 enum class MessageType : std::uint32_t {
@@ -100,7 +101,9 @@ struct DecodeLimits {
 // A Manifest travels as
 //   [method (str, <= kMaxMethodBytes, not parsed here),
 //    [[name (str, 1..kMaxManifestNameBytes), shape (array of <= kMaxManifestRank
-//      uint, each < 2^32), numel (uint < 2^32, the product of the shape)]...]]
+//      uint, each < 2^32), numel (uint < 2^32, the product of the shape)]...],
+//    kind (OpKind: 1 all-reduce, 2 broadcast), root (uint < 2^32, 0 unless
+//    kind is broadcast)]
 // with at most kMaxManifestTensors tensors, names strictly increasing (sorted,
 // no duplicates). The bounds are DecodeLimits' defaults.
 inline constexpr std::size_t kMaxManifestTensors = std::size_t{1} << 16;
@@ -140,7 +143,7 @@ inline constexpr std::size_t kMaxRingTextBytes = 4096;
 // Largest listed index a RingHeader's members can name, plus one.
 inline constexpr std::size_t kMaxRingNodes = 4096;
 
-// [version, 2 (ring), kind (1..6), generation, op, sender, phase (0..4; 1..4
+// [version, 2 (ring), kind (1..6), generation, op, sender, phase (0..5; 1..5
 //  for data), segment, chunk, hop, origin, error_code (one of kErrorCodes),
 //  text (str), members (bin: a bitmap, bit i of byte i / 8 for listed node
 //  i, at most kMaxRingNodes / 8 bytes, no trailing zero byte)]: 14 flat
@@ -186,7 +189,8 @@ struct Span {
 enum class IpcKind : std::uint8_t {
   hello = 1,           // client -> daemon: local_rank
   welcome = 2,         // daemon -> client: world, rank, ...
-  submit = 3,          // client -> daemon: an all-reduce (manifest + values frame)
+  submit = 3,          // client -> daemon: an op, all-reduce or broadcast as its manifest
+                       // says (manifest + values frame)
   result = 4,          // daemon -> client: the averaged values frame
   error = 5,           // daemon -> client: the request failed (code, text)
   keepalive = 6,       // daemon -> client: still working on request `request`

@@ -8,7 +8,7 @@
 namespace zring::wire::detail {
 namespace {
 
-constexpr std::size_t kManifestItems = 2;                  // method, tensors
+constexpr std::size_t kManifestItems = 4;                  // method, tensors, kind, root
 constexpr std::size_t kTensorItems = 3;                    // name, shape, numel
 constexpr std::uint64_t kMaxManifestExtent = 0xFFFFFFFFu;  // indices travel as uint32
 
@@ -61,6 +61,8 @@ void pack_manifest(Packer& p, const Manifest& manifest) {
     for (std::uint64_t extent : t.shape) p.pack_uint64(extent);
     p.pack_uint64(t.numel);
   }
+  p.pack_uint8(static_cast<std::uint8_t>(manifest.kind));
+  p.pack_uint32(manifest.root);
 }
 
 Manifest read_manifest(const msgpack::object& o, std::string_view context) {
@@ -86,6 +88,12 @@ Manifest read_manifest(const msgpack::object& o, std::string_view context) {
         read_shape(t[1], spec.numel, kMaxManifestRank, kMaxManifestExtent, tensor, "numel");
     m.tensors.push_back(std::move(spec));
   }
+  m.kind = static_cast<OpKind>(
+      as_kind(fields[2], static_cast<std::uint64_t>(OpKind::broadcast), Where{where, "kind"}));
+  m.root = as_u32(fields[3], Where{where, "root"});
+  if (m.kind != OpKind::broadcast && m.root != 0)
+    reject(Where{where, "root"},
+           "root " + std::to_string(m.root) + " in an all-reduce (only a broadcast has a root)");
   return m;
 }
 

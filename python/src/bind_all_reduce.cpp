@@ -98,6 +98,15 @@ void all_reduce_in_place(AllReduceHandle& self, const py::object& tensors) {
   self.run([&](CompressedAllReduce& ar) { in.reduce(ar); });
 }
 
+void broadcast(AllReduceHandle& self, const py::object& tensors, std::size_t root) {
+  if (!py::isinstance<py::dict>(tensors))
+    throw py::type_error(
+        "broadcast: takes a dict[str, array], not " +
+        py::str(py::type::handle_of(tensors).attr("__name__")).cast<std::string>());
+  const InPlaceDict in = InPlaceDict::from_dict(tensors.cast<py::dict>(), "broadcast");
+  self.run([&](CompressedAllReduce& ar) { in.broadcast(ar, root); });
+}
+
 void all_reduce_in_place_packed(AllReduceHandle& self, const py::object& buffer,
                                 const py::object& layout) {
   const PackedBuffer packed = PackedBuffer::from(buffer, layout, "all_reduce_in_place_packed");
@@ -248,6 +257,21 @@ call is a new op: the dict may change its tensors and shapes between calls
 (every rank the same way). When it raises, the values are unchanged, except
 after an op that failed half-way (then partly averaged: set them again
 before retrying). Returns None.
+)doc")
+      .def("broadcast", &broadcast, py::arg("tensors"), py::arg("root"), R"doc(
+Broadcast: after it returns, every rank's tensors (a dict[str, array] of
+float32 numpy arrays or CPU torch tensors, changed in place) hold rank
+root's values, bit for bit. root is a rank of the ring (0 ..
+world_size - 1, as rank numbers them). Nothing is compressed, whatever the
+object's method: any bit pattern arrives as it left (NaN payloads, -0.0),
+so bytes can travel viewed as float32. Every rank passes the same names,
+shapes and root; otherwise every rank gets zring.Error 'manifest_mismatch'
+naming the first difference. Raises zring.Error 'invalid_argument' for a
+root >= world_size, and refuses the arrays all_reduce_in_place refuses
+(read-only, elements sharing memory, overlapping tensors). Standalone with
+world_size 1 it changes nothing. When it raises, the values are unchanged,
+except after an op of 256 KiB or more that failed half-way (then some may
+hold root's already): call it again. Returns None.
 )doc")
       .def("all_reduce_in_place_packed", &all_reduce_in_place_packed, py::arg("buffer"),
            py::arg("layout"), R"doc(

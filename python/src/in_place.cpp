@@ -16,6 +16,11 @@ namespace {
   throw Error(ErrorCode::invalid_argument, std::string(op) + ": " + what);
 }
 
+// What an in-place op writes over the values, for its messages.
+std::string results_of(const char* op) {
+  return std::string(op) == "broadcast" ? "root's values" : "averages";
+}
+
 // The bytes an array's elements occupy, [low, high).
 struct Bounds {
   std::uintptr_t low = 0;
@@ -53,14 +58,17 @@ void check_each_can_hold_its_averages(const std::vector<ArrayRef>& arrays, const
   for (const ArrayRef& a : arrays) {
     if (!a.writeable)
       refuse(op, "tensor '" + a.name +
-                     "' is read-only (a numpy array whose flags.writeable is False); the averages "
-                     "are written over the values: pass a writeable array (e.g. a copy), or use "
-                     "all_reduce, which returns new arrays");
+                     "' is read-only (a numpy array whose flags.writeable is False); the " +
+                     results_of(op) +
+                     " are written over the values: pass a writeable array (e.g. a copy)" +
+                     (results_of(op) == "averages" ? ", or use all_reduce, which returns new arrays"
+                                                   : ""));
     if (a.numel() > 1 && !elements_apart(a))
       refuse(op, "tensor '" + a.name +
                      "' has elements that share memory (a stride of 0, as numpy.broadcast_to or "
                      "torch.expand make, or overlapping strides); each element needs its own "
-                     "memory to hold its average: pass a copy, or use all_reduce");
+                     "memory to hold its result: pass a copy" +
+                     (results_of(op) == "averages" ? ", or use all_reduce" : ""));
   }
 }
 
@@ -91,8 +99,9 @@ void check_apart(const std::vector<ArrayRef>& arrays, const char* op) {
         }
       }
       refuse(op, "tensors '" + a.name + "' and '" + b.name +
-                     "' share memory (views of one array?); each tensor's averages are written "
-                     "over it, so each needs memory of its own: pass copies, or use all_reduce");
+                     "' share memory (views of one array?); each tensor's " + results_of(op) +
+                     " are written over it, so each needs memory of its own: pass copies" +
+                     (results_of(op) == "averages" ? ", or use all_reduce" : ""));
     }
   }
 }
@@ -107,7 +116,8 @@ InPlaceDict InPlaceDict::from_dict(const py::dict& tensors, const char* op) {
   return in;
 }
 
-void InPlaceDict::reduce(CompressedAllReduce& ar) const {
+template <class Op>
+void InPlaceDict::over_views(Op&& op) const {
   TensorViews views;
   views.reserve(arrays_.size());
   std::vector<std::unique_ptr<float[]>> gathered(arrays_.size());
@@ -121,9 +131,17 @@ void InPlaceDict::reduce(CompressedAllReduce& ar) const {
     }
     views.push_back({a.name, a.shape, data});
   }
-  ar.all_reduce_in_place(views);
+  op(views);
   for (std::size_t i = 0; i < arrays_.size(); ++i)
     if (gathered[i]) copy_in(gathered[i].get(), arrays_[i]);
+}
+
+void InPlaceDict::reduce(CompressedAllReduce& ar) const {
+  over_views([&](const TensorViews& views) { ar.all_reduce_in_place(views); });
+}
+
+void InPlaceDict::broadcast(CompressedAllReduce& ar, std::size_t root) const {
+  over_views([&](const TensorViews& views) { ar.broadcast(views, root); });
 }
 
 PackedBuffer PackedBuffer::from(const py::handle& buffer, const py::handle& layout,

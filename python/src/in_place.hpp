@@ -27,8 +27,16 @@ class InPlaceDict {
   // The op (no GIL). When it throws, the values are as all_reduce_in_place
   // of TensorViews leaves them.
   void reduce(CompressedAllReduce& ar) const;
+  // The broadcast from `root` instead (no GIL): root's values written over
+  // every array, bit for bit.
+  void broadcast(CompressedAllReduce& ar, std::size_t root) const;
 
  private:
+  // Runs op on views of the arrays: their own memory, or temporaries
+  // gathered from them and scattered back once op returned.
+  template <class Op>
+  void over_views(Op&& op) const;
+
   std::vector<ArrayRef> arrays_;
 };
 

@@ -39,6 +39,13 @@ ranks of the new ring. The DDP hook's buckets keep their gradients for that
 gradients live where zringd writes the averages, so its step() raises the
 error instead (retry the step, as docs/errors.md advises).
 
+A rank that joins the ring (or every rank, after a restart from different
+checkpoints) gets the current weights and optimizer state from a live rank
+with broadcast_state, as Horovod elastic's state.sync(): afterwards every
+rank's parameters, buffers and optimizer state are root's, bit for bit:
+
+    zring.torch.broadcast_state(allreduce, model, optimizer, root=0)
+
 Misuse is a zring.Error: no daemon (kind 'connection_failed'), a DDP world
 size other than zring's, a LOCAL_WORLD_SIZE other than the daemon's
 local_ranks, a state that is not a HookState, parameters the optimizer has
@@ -55,8 +62,10 @@ import torch.distributed as dist
 
 from . import CompressedAllReduce, daemon_status, default_endpoint, default_local_rank
 from ._errors import Error
+from ._torch_state import broadcast_state
 
-__all__ = ["HookState", "comm_hook", "register_comm_hook", "DistributedOptimizer", "connect"]
+__all__ = ["HookState", "comm_hook", "register_comm_hook", "DistributedOptimizer", "connect",
+           "broadcast_state"]
 
 # How many times an op that met a change of the ring is run again (connect()).
 RING_CHANGE_RETRIES = 3

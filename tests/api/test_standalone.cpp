@@ -241,4 +241,42 @@ BOOST_AUTO_TEST_CASE(tensor_whose_data_disagrees_with_its_shape) {
   BOOST_TEST(at::mentions(what, "'w'"));
 }
 
+BOOST_AUTO_TEST_CASE(broadcast_alone_changes_nothing_and_refuses_what_it_cannot_do) {
+  CompressedAllReduce one(CompressionMethod::parse("quant:2"), 1);
+  const float nan_with_payload = [] {
+    const std::uint32_t bits = 0x7fc01234u;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }();
+  TensorMap values{{"w", Tensor({nan_with_payload, -0.0f, 1.5f}, {3})}};
+  const std::vector<float> before = values.at("w").data();
+  one.broadcast(values, 0);  // world_size 1: this rank is the root
+  BOOST_TEST(same_bits(values.at("w").data(), before));
+  zring::TensorViews views{{"w", {3}, values.at("w").data().data()}};
+  one.broadcast(views, 0);
+  BOOST_TEST(same_bits(values.at("w").data(), before));
+
+  std::string what;
+  BOOST_TEST(
+      (at::code_of([&] { one.broadcast(values, 1); }, &what) == ErrorCode::invalid_argument));
+  BOOST_TEST(what == "broadcast: root 1 is not a rank: world_size() is 1, so root must be 0..0");
+  zring::TensorViews twice{{"w", {3}, values.at("w").data().data()},
+                           {"w", {3}, values.at("w").data().data()}};
+  BOOST_TEST((at::code_of([&] { one.broadcast(twice, 0); }, &what) == ErrorCode::invalid_argument));
+  BOOST_TEST(at::mentions(what, "'w'"), what);
+  TensorMap resized = values;
+  resized.at("w").data().push_back(1.0f);  // values that disagree with the shape
+  BOOST_TEST(
+      (at::code_of([&] { one.broadcast(resized, 0); }, &what) == ErrorCode::invalid_argument));
+  BOOST_TEST(at::mentions(what, "'w'"), what);
+
+  CompressedAllReduce three(CompressionMethod::none(), 3);
+  BOOST_TEST(
+      (at::code_of([&] { three.broadcast(values, 2); }, &what) == ErrorCode::no_communicator));
+  BOOST_TEST(at::mentions(what, "broadcast: this CompressedAllReduce has world_size 3"), what);
+  BOOST_TEST((at::code_of([&] { three.broadcast(values, 3); }) == ErrorCode::invalid_argument));
+  BOOST_TEST(same_bits(values.at("w").data(), before));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

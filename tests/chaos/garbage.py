@@ -64,7 +64,7 @@ def _msgpack_array(items):
 # which is dropped.
 _IGNORED_KINDS = (1, 4, 6)
 _MEMBERSHIP_KINDS = (2, 3, 5)
-_WIRE_VERSION = 2
+_WIRE_VERSION = 3
 
 
 def _fake_header(rng, ipc, nodes):

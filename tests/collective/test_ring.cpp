@@ -203,7 +203,8 @@ BOOST_AUTO_TEST_CASE(duplicated_messages_are_dropped_not_summed) {
 BOOST_AUTO_TEST_CASE(stray_messages_of_wrong_size_or_place_are_dropped) {
   InprocRing ring(2);
   // Before the op: garbage for node 1 in every phase.
-  for (Phase phase : {Phase::manifest, Phase::reduce, Phase::gather, Phase::blobs})
+  for (Phase phase :
+       {Phase::manifest, Phase::reduce, Phase::gather, Phase::blobs, Phase::broadcast})
     ring.inject(1, Message{ChunkTag{phase, 7, 3, 1}, Bytes::copy_of("xyz", 3)});
   std::vector<std::vector<codec::ErrorFeedback>> residuals(2, std::vector<codec::ErrorFeedback>(1));
   const auto inputs = make_inputs(2, 0, {100});

@@ -121,6 +121,8 @@ bool fuzz_gradients(const std::uint8_t* data, std::size_t size) {
 void check_valid(const wire::Manifest& m) {
   ZRING_FUZZ_CHECK(m.method.size() <= wire::kMaxMethodBytes);
   ZRING_FUZZ_CHECK(m.tensors.size() <= wire::kMaxManifestTensors);
+  ZRING_FUZZ_CHECK(m.kind == wire::OpKind::all_reduce || m.kind == wire::OpKind::broadcast);
+  ZRING_FUZZ_CHECK(m.kind == wire::OpKind::broadcast || m.root == 0);
   for (std::size_t i = 0; i < m.tensors.size(); ++i) {
     const wire::TensorSpec& t = m.tensors[i];
     ZRING_FUZZ_CHECK(!t.name.empty() && t.name.size() <= wire::kMaxManifestNameBytes);
@@ -136,7 +138,7 @@ void check_valid(const wire::RingHeader& h) {
   const auto kind = static_cast<unsigned>(h.kind);
   const auto phase = static_cast<unsigned>(h.tag.phase);
   ZRING_FUZZ_CHECK(kind >= 1 && kind <= static_cast<unsigned>(wire::RingKind::abort));
-  ZRING_FUZZ_CHECK(phase <= static_cast<unsigned>(wire::Phase::blobs));
+  ZRING_FUZZ_CHECK(phase <= static_cast<unsigned>(wire::Phase::broadcast));
   ZRING_FUZZ_CHECK(h.kind != wire::RingKind::data || phase >= 1);
   ZRING_FUZZ_CHECK(zring::is_error_code(h.error_code));
   ZRING_FUZZ_CHECK(h.text.size() <= wire::kMaxRingTextBytes);

@@ -194,6 +194,12 @@ void write_wire_seeds(const fs::path& dir) {
   summary.nonfinite = {{0, 3, kInf}, {3, 17, kNan}};
   summary.blob_bytes = 1234;
   write(dir, "summary", wire::encode_summary(summary));
+  wire::NodeSummary broadcast;
+  broadcast.manifest = manifest();
+  broadcast.manifest.method = "none";
+  broadcast.manifest.kind = wire::OpKind::broadcast;
+  broadcast.manifest.root = 3;
+  write(dir, "summary-broadcast", wire::encode_summary(broadcast));
   wire::NodeSummary failed;
   failed.failure = zring::Status{zring::ErrorCode::size_mismatch,
                                  "rank 1: tensor 'bias' holds 12 elements, expected 16"};
@@ -227,6 +233,19 @@ void write_wire_seeds(const fs::path& dir) {
     if (h.kind == wire::IpcKind::status) h.text = "{\"ring\": \"up\", \"ops\": 12}";
     write(dir, std::string("ipc-") + ipc_kinds[k - 1], wire::encode_ipc_header(h));
   }
+
+  wire::IpcHeader broadcast_request;
+  broadcast_request.kind = wire::IpcKind::submit;
+  broadcast_request.request = 10;
+  broadcast_request.local_rank = 1;
+  broadcast_request.manifest = broadcast.manifest;
+  write(dir, "ipc-submit-broadcast", wire::encode_ipc_header(broadcast_request));
+  wire::RingHeader chunk;
+  chunk.generation = 7;
+  chunk.op = 42;
+  chunk.sender = 1;
+  chunk.tag = {wire::Phase::broadcast, 0, 5, 2};  // chunk 5 of node 0's values, 2 hops on
+  write(dir, "ring-data-broadcast", wire::encode_ring_header(chunk));
 
   wire::IpcHeader trace_request;
   trace_request.kind = wire::IpcKind::trace;

@@ -18,12 +18,17 @@
 // all-reduces round N's gradients, writes the result to FILE and answers
 // "ok" or "error <kind> <message>" on stdout; "shared N FILE" does the same
 // through SharedTensors (made at the first, then kept); "dump 0 FILE" writes
-// what those SharedTensors hold now and answers "ok zero_copy=0|1"; "world"
-// answers "world W rank R" (the ring of the last op); "inplace N FILE" is
-// "round" through all_reduce_in_place of a TensorMap, and also checks that
-// a failed op left the values as they were (else "error KIND changed: ...");
-// "changes" answers "changes C", how many ops met a change of the ring and
-// ran again (RETRIES: ConnectOptions::ring_change_retries); "quit" ends it. The test that
+// what those SharedTensors hold now and answers "ok zero_copy=0|1";
+// "broadcast N FILE ROOT FORM" broadcasts round N's gradients from ROOT,
+// with odd bits in them (a NaN with a payload naming the rank, -0.0, a
+// denormal), writing what it sent to FILE.in and what it got to FILE,
+// through a TensorMap (FORM "map"), TensorViews ("views") or a TensorMap
+// of the first tensor alone ("small"); "world" answers "world W rank R"
+// (the ring of the last op); "inplace N FILE" is "round" through
+// all_reduce_in_place of a TensorMap, and also checks that a failed op left
+// the values as they were (else "error KIND changed: ..."); "changes"
+// answers "changes C", how many ops met a change of the ring and ran again
+// (RETRIES: ConnectOptions::ring_change_retries); "quit" ends it. The test that
 // drives it decides when the ranks move on, as a training loop would.
 //
 // With ZRING_CLIENT_ALARM_US=N in its environment, a SIGALRM (handler
@@ -38,6 +43,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <zring/zring.hpp>
@@ -85,6 +91,40 @@ void write_result(const zring::TensorMap& result, std::ostream& out) {
               static_cast<std::streamsize>(t.numel() * sizeof(float)));
 }
 
+// Round `round`'s gradients with bit patterns arithmetic would not keep.
+zring::TensorMap odd_bits(zring::TensorMap grads, std::size_t rank) {
+  for (auto& [name, t] : grads) {
+    std::vector<float>& v = t.data();
+    const std::uint32_t nan_bits = 0x7fc00000u | static_cast<std::uint32_t>(0x100 + rank);
+    if (v.size() > 0) std::memcpy(&v[0], &nan_bits, sizeof(float));
+    if (v.size() > 1) v[1] = -0.0f;
+    if (v.size() > 2)
+      v[2] = std::numeric_limits<float>::denorm_min() * static_cast<float>(rank + 1);
+  }
+  return grads;
+}
+
+// "broadcast N FILE ROOT FORM": see the top of the file.
+void broadcast(zring::CompressedAllReduce& ar, zring::TensorMap grads, const std::string& file,
+               std::size_t root, const std::string& form) {
+  if (form == "small") grads = zring::TensorMap{*grads.begin()};
+  {
+    std::ofstream in(file + ".in", std::ios::binary);
+    write_result(grads, in);
+  }
+  if (form == "views") {
+    zring::TensorViews views;
+    for (auto& [name, t] : grads) views.push_back({name, t.shape(), t.data().data()});
+    ar.broadcast(views, root);
+  } else if (form == "map" || form == "small") {
+    ar.broadcast(grads, root);
+  } else {
+    throw zring::Error(zring::ErrorCode::invalid_argument, "no broadcast form '" + form + "'");
+  }
+  std::ofstream out(file, std::ios::binary);
+  write_result(grads, out);
+}
+
 int talk(int argc, char** argv) {
   zring::ConnectOptions options;
   options.local_rank = std::stoul(argv[3]);
@@ -127,6 +167,14 @@ int talk(int argc, char** argv) {
         continue;
       }
       const auto grads = zring::testing::make_gradients(seed, round, listed_rank, sizes);
+      if (verb == "broadcast") {
+        std::size_t root = 0;
+        std::string form;
+        command >> root >> form;
+        broadcast(ar, odd_bits(grads, listed_rank), file, root, form);
+        std::cout << "ok" << std::endl;
+        continue;
+      }
       zring::TensorMap result;
       if (verb == "shared") {
         if (!shared) {

@@ -87,8 +87,8 @@ std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, s
   // Lengths that promise far more than the frame holds, or absurd nesting.
   const std::vector<Bytes> absurd{
       {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02},              // array of 2^32 - 1 items
-      {0x9e, 0x02, 0x02, 0xdb, 0xff, 0xff, 0xff, 0xff, 'x'},   // str of 4 GiB as the kind
-      {0x9e, 0x02, 0x02, 0xc6, 0x7f, 0xff, 0xff, 0xff, 0x00},  // bin of 2 GiB
+      {0x9e, 0x03, 0x02, 0xdb, 0xff, 0xff, 0xff, 0xff, 'x'},   // str of 4 GiB as the kind
+      {0x9e, 0x03, 0x02, 0xc6, 0x7f, 0xff, 0xff, 0xff, 0x00},  // bin of 2 GiB
       {0xdf, 0xff, 0xff, 0xff, 0xff},                          // map of 2^32 - 1 pairs
       {0xdc, 0xff, 0xff},                                      // array16 of 65535, empty
   };
@@ -127,7 +127,8 @@ std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, s
   // The right generation, sender and ops around the current one, but no
   // index the op can have: every one must be dropped, never summed.
   for (std::uint64_t op = 0; op < ops + 8; ++op) {
-    for (const Phase phase : {Phase::manifest, Phase::reduce, Phase::gather, Phase::blobs}) {
+    for (const Phase phase :
+         {Phase::manifest, Phase::reduce, Phase::gather, Phase::blobs, Phase::broadcast}) {
       auto& list = kinds["out-of-range indices"];
       list.push_back(
           {{header_bytes(data_header(generation, op, p, phase, 1000000, 0, 1)), payload}, false});

@@ -84,6 +84,10 @@ IpcHeader sample_ipc_header(IpcKind kind) {
   h.request = std::numeric_limits<std::uint64_t>::max() - static_cast<std::uint64_t>(kind);
   h.local_rank = 3;
   h.manifest = sample_manifest(kind == IpcKind::submit ? 6 : 2);
+  if (kind == IpcKind::submit_shared) {  // a broadcast from the largest root
+    h.manifest.kind = wire::OpKind::broadcast;
+    h.manifest.root = 0xFFFFFFFFu;
+  }
   h.world_size = 64;
   h.rank = 17;
   h.local_ranks = 8;
@@ -203,6 +207,8 @@ void check_equal(const wire::Trace& got, const wire::Trace& want) {
 void check_valid(const wire::Manifest& m) {
   BOOST_TEST(m.method.size() <= wire::kMaxMethodBytes);
   BOOST_TEST(m.tensors.size() <= wire::kMaxManifestTensors);
+  BOOST_TEST((m.kind == wire::OpKind::all_reduce || m.kind == wire::OpKind::broadcast));
+  BOOST_TEST((m.kind == wire::OpKind::broadcast || m.root == 0));
   for (std::size_t i = 0; i < m.tensors.size(); ++i) {
     const wire::TensorSpec& t = m.tensors[i];
     BOOST_TEST(!t.name.empty());
@@ -220,7 +226,7 @@ void check_valid(const RingHeader& h) {
   const auto kind = static_cast<int>(h.kind);
   BOOST_TEST((kind >= 1 && kind <= 6));
   const auto phase = static_cast<int>(h.tag.phase);
-  BOOST_TEST((phase >= (h.kind == RingKind::data ? 1 : 0) && phase <= 4));
+  BOOST_TEST((phase >= (h.kind == RingKind::data ? 1 : 0) && phase <= 5));
   BOOST_TEST(is_error_code(h.error_code));
   BOOST_TEST(h.text.size() <= wire::kMaxRingTextBytes);
 }

@@ -46,10 +46,11 @@ BOOST_AUTO_TEST_CASE(every_kind_round_trips_with_a_manifest) {
 
 BOOST_AUTO_TEST_CASE(default_header_layout_is_pinned) {
   const Bytes bytes = wire::encode_ipc_header({});
-  // array16 of 17: 2, 4, kind 1, request 0, local_rank 0, manifest ["", []],
-  // five u32, node "", op, wire_bytes, dense_bytes, error_code, text "".
-  const Bytes want = {0xdc, 0, 17, 2, 4, 1,    0, 0, 0x92, 0xa0, 0x90,
-                      0,    0, 0,  0, 0, 0xa0, 0, 0, 0,    0,    0xa0};
+  // array16 of 17: 3, 4, kind 1, request 0, local_rank 0, manifest ["", [],
+  // kind 1 (all-reduce), root 0], five u32, node "", op, wire_bytes,
+  // dense_bytes, error_code, text "".
+  const Bytes want = {0xdc, 0, 17, 3, 4, 1, 0,    0, 0x94, 0xa0, 0x90, 1,
+                      0,    0, 0,  0, 0, 0, 0xa0, 0, 0,    0,    0,    0xa0};
   BOOST_TEST(bytes == want, boost::test_tools::per_element());
   wt::check_equal(wire::decode_ipc_header(bytes.data(), bytes.size()), wire::IpcHeader{});
 }
@@ -123,6 +124,33 @@ BOOST_AUTO_TEST_CASE(hostile_manifests) {
   tensors(m)[3][2] = 1729;
   wt::expect_malformed(ipc, wt::pack_value(m), "numel is 1729");
 
+  // What the op is: a kind 1 (all-reduce) or 2 (broadcast), a root only
+  // for a broadcast, and under 2^32.
+  for (const std::uint64_t kind : {0ull, 3ull, 1ull << 40}) {
+    BOOST_TEST_CONTEXT("op kind " << kind) {
+      m = ipc_value();
+      m[5][2] = kind;
+      wt::expect_malformed(ipc, wt::pack_value(m), "IPC header, manifest: kind");
+    }
+  }
+  m = ipc_value();
+  m[5][2] = "broadcast";
+  wt::expect_malformed(ipc, wt::pack_value(m), "kind: not an unsigned integer");
+  m = ipc_value();
+  m[5][3] = 2;  // the sample is an all-reduce
+  wt::expect_malformed(ipc, wt::pack_value(m), "root 2 in an all-reduce");
+  m = ipc_value();
+  m[5][2] = 2;
+  m[5][3] = 1ull << 32;
+  wt::expect_malformed(ipc, wt::pack_value(m), "IPC header, manifest: root");
+  m[5][3] = 0xFFFFFFFFull;
+  const Bytes broadcast = wt::pack_value(m);
+  const wire::IpcHeader h = wire::decode_ipc_header(broadcast.data(), broadcast.size());
+  BOOST_TEST((h.manifest.kind == wire::OpKind::broadcast));
+  BOOST_TEST(h.manifest.root == 0xFFFFFFFFu);
+  m[5].items.pop_back();  // a manifest of the last version: no root
+  wt::expect_malformed(ipc, wt::pack_value(m), "array of 3 items, expected 4");
+
   // A tensor list claiming 2^32 - 1 entries, refused before it is built.
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> p(buffer);
@@ -132,7 +160,7 @@ BOOST_AUTO_TEST_CASE(hostile_manifests) {
   p.pack_uint32(3);
   p.pack_uint32(0);
   p.pack_uint32(0);
-  p.pack_array(2);
+  p.pack_array(4);
   p.pack(std::string("none"));
   p.pack_array(0xFFFFFFFFu);
   const auto* b = reinterpret_cast<const std::uint8_t*>(buffer.data());

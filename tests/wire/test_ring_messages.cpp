@@ -37,7 +37,7 @@ Value ring_value() {
 }
 Value summary_value() { return wt::parse_value(wire::encode_summary(wt::sample_summary())); }
 
-// The manifest of a summary Value: [method, [[name, shape, numel]...]].
+// The manifest of a summary Value: [method, [[name, shape, numel]...], kind, root].
 Value& tensors(Value& message) { return message[2][1]; }
 
 // [version, type, ...] whose first body item is an array claiming `items` items,
@@ -70,7 +70,8 @@ BOOST_AUTO_TEST_CASE(every_kind_round_trips) {
 }
 
 BOOST_AUTO_TEST_CASE(every_phase_of_a_data_message_round_trips) {
-  for (const Phase phase : {Phase::manifest, Phase::reduce, Phase::gather, Phase::blobs}) {
+  for (const Phase phase :
+       {Phase::manifest, Phase::reduce, Phase::gather, Phase::blobs, Phase::broadcast}) {
     wire::RingHeader h = wt::sample_ring_header(wire::RingKind::data);
     h.tag.phase = phase;
     const Bytes bytes = wire::encode_ring_header(h);
@@ -86,9 +87,9 @@ BOOST_AUTO_TEST_CASE(layout_is_pinned) {
   h.sender = 1;
   h.tag = {Phase::reduce, 5, 6, 7};
   h.text = "x";
-  // fixarray of 14: version 2, type 2, kind, generation, op, sender, phase,
+  // fixarray of 14: version 3, type 2, kind, generation, op, sender, phase,
   // segment, chunk, hop, origin, error_code, text, members (bin 8 of 0 bytes).
-  const Bytes want = {0x9e, 2, 2, 1, 3, 4, 1, 2, 5, 6, 7, 0, 0, 0xa1, 'x', 0xc4, 0};
+  const Bytes want = {0x9e, 3, 2, 1, 3, 4, 1, 2, 5, 6, 7, 0, 0, 0xa1, 'x', 0xc4, 0};
   BOOST_TEST(wire::encode_ring_header(h) == want, boost::test_tools::per_element());
 }
 
@@ -137,7 +138,7 @@ BOOST_AUTO_TEST_CASE(phases) {
   const Bytes heartbeat = wt::pack_value(m);
   BOOST_TEST(static_cast<int>(
                  wire::decode_ring_header(heartbeat.data(), heartbeat.size()).tag.phase) == 0);
-  m[6] = 5;
+  m[6] = 6;  // one past the last phase (broadcast)
   wt::expect_malformed(ring, wt::pack_value(m), "phase");
 }
 
@@ -192,14 +193,14 @@ BOOST_AUTO_TEST_CASE(bounds_of_the_tree) {
   Bytes trailing = wt::pack_value(ring_value());
   trailing.push_back(0xc0);
   wt::expect_malformed(ring, trailing, "trailing");
-  wt::expect_malformed(ring, Bytes{0x93, 2, 2, 0x80}, "map");  // [2, 2, {}]
+  wt::expect_malformed(ring, Bytes{0x93, 3, 2, 0x80}, "map");  // [3, 2, {}]
 }
 
 BOOST_AUTO_TEST_CASE(other_message_types) {
   const Bytes s = wire::encode_summary(wt::sample_summary());
   wt::expect_malformed(ring, s, "expected a message of type 2 (ring header), got type 3");
   wt::expect_malformed(ring, wire::encode_gradients({}), "got type 1 (gradients)");
-  wt::expect_malformed(ring, Bytes{0x92, 2, 6}, "unknown message type 6");
+  wt::expect_malformed(ring, Bytes{0x92, 3, 6}, "unknown message type 6");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -216,8 +217,9 @@ BOOST_AUTO_TEST_CASE(round_trips_with_stats_nonfinite_and_error) {
 BOOST_AUTO_TEST_CASE(empty_summary_round_trips) {
   const NodeSummary s;
   const Bytes bytes = wire::encode_summary(s);
-  // fixarray of 8: 1, 3, [method "", []], error "", code 0, bin 0, bin 0, 0.
-  const Bytes want = {0x98, 2, 3, 0x92, 0xa0, 0x90, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
+  // fixarray of 8: 3, 3, [method "", [], kind 1, root 0], error "", code 0,
+  // bin 0, bin 0, 0.
+  const Bytes want = {0x98, 3, 3, 0x94, 0xa0, 0x90, 1, 0, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
   BOOST_TEST(bytes == want, boost::test_tools::per_element());
   wt::check_equal(wire::decode_summary(bytes.data(), bytes.size()), s);
 }
@@ -264,6 +266,23 @@ BOOST_AUTO_TEST_CASE(manifests_at_the_limits_decode) {
   wt::expect_malformed(summary, wire::encode_summary(s), "65537");
 }
 
+BOOST_AUTO_TEST_CASE(a_broadcast_manifest_round_trips_and_its_op_is_checked) {
+  NodeSummary s = wt::sample_summary();
+  s.manifest.kind = wire::OpKind::broadcast;
+  s.manifest.root = 5;
+  const Bytes bytes = wire::encode_summary(s);
+  const NodeSummary got = wire::decode_summary(bytes.data(), bytes.size());
+  wt::check_equal(got, s);
+  BOOST_TEST((got.manifest.kind == wire::OpKind::broadcast));
+  BOOST_TEST(got.manifest.root == 5u);
+
+  Value m = wt::parse_value(bytes);
+  m[2][2] = 3;  // no third kind of op
+  wt::expect_malformed(summary, wt::pack_value(m), "summary message, manifest: kind");
+  m[2][2] = 1;  // an all-reduce with a root
+  wt::expect_malformed(summary, wt::pack_value(m), "root 5 in an all-reduce");
+}
+
 BOOST_AUTO_TEST_CASE(arrays_claiming_2_pow_32_items) {
   wt::expect_malformed(summary, claiming_array(3, 0xFFFFFFFFu, 0), "4294967295");
   // [1, 3, [method, array32 of 2^32 - 1 tensors]]
@@ -272,7 +291,7 @@ BOOST_AUTO_TEST_CASE(arrays_claiming_2_pow_32_items) {
   p.pack_array(8);
   p.pack_uint32(zring::wire::kWireVersion);
   p.pack_uint32(3);
-  p.pack_array(2);
+  p.pack_array(4);
   p.pack(std::string("none"));
   p.pack_array(0xFFFFFFFFu);
   const auto* b = reinterpret_cast<const std::uint8_t*>(buffer.data());
