@@ -10,14 +10,13 @@ import zring
 from gradients import make_gradients
 
 
-def one_round(conns, round_number, listed_ranks):
-    """Every connection all-reduces its rank's gradients of the round at once;
-    (result or zring.Error) per connection."""
+def on_every_rank(conns, call):
+    """call(i) on every connection's thread at once; (result or zring.Error) per connection."""
     answers = [None] * len(conns)
 
     def rank(i):
         try:
-            answers[i] = conns[i].all_reduce(make_gradients(11, round_number, listed_ranks[i], [3000]))
+            answers[i] = call(i)
         except zring.Error as e:
             answers[i] = e
 
@@ -27,6 +26,12 @@ def one_round(conns, round_number, listed_ranks):
     for t in threads:
         t.join()
     return answers
+
+
+def one_round(conns, round_number, listed_ranks):
+    """Every connection all-reduces its rank's gradients of the round at once."""
+    return on_every_rank(conns, lambda i: conns[i].all_reduce(
+        make_gradients(11, round_number, listed_ranks[i], [3000])))
 
 
 def test_a_node_gone_for_good_leaves_a_ring_that_goes_on(local_ring):
@@ -111,11 +116,7 @@ def test_with_retries_an_op_a_death_meets_runs_again_without_the_node(local_ring
     answers = [None] * 3
 
     def rank(i):
-        try:
-            conns[i].all_reduce_in_place(values[i])
-            answers[i] = "ok"
-        except zring.Error as e:
-            answers[i] = e
+        answers[i] = one_round_in_place([conns[i]], [values[i]])[0]
 
     try:
         started = time.monotonic()
@@ -149,18 +150,8 @@ def test_with_retries_an_op_a_death_meets_runs_again_without_the_node(local_ring
 
 
 def one_round_in_place(conns, grads):
-    answers = [None] * len(conns)
+    def call(i):
+        conns[i].all_reduce_in_place(grads[i])
+        return "ok"
 
-    def rank(i):
-        try:
-            conns[i].all_reduce_in_place(grads[i])
-            answers[i] = "ok"
-        except zring.Error as e:
-            answers[i] = e
-
-    threads = [threading.Thread(target=rank, args=(i,)) for i in range(len(conns))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return answers
+    return on_every_rank(conns, call)
