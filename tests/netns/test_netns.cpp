@@ -38,9 +38,9 @@ const std::chrono::milliseconds kGuard =
 const std::vector<std::size_t> kSizes = {786432, 262145};
 const std::vector<std::string> kMethods = {"none", "quant:8", "ef:topk:1%"};
 
-std::vector<std::string> node_names() {
+std::vector<std::string> node_names(std::size_t nodes = kNodes) {
   std::vector<std::string> names;
-  for (std::size_t n = 0; n < kNodes; ++n) names.push_back(NetnsRing::name(n));
+  for (std::size_t n = 0; n < nodes; ++n) names.push_back(NetnsRing::name(n));
   return names;
 }
 
@@ -489,6 +489,65 @@ BOOST_FIXTURE_TEST_CASE(a_link_that_stays_down_leaves_the_others_going_on, Elast
   }
   BOOST_TEST(whole, "no round worked on all three once the link was back: " << last);
   BOOST_TEST(ring.daemons_running(), "a zringd exited\n" << logs());
+}
+
+// Scenario 5: a 2|2 partition of four nodes, both sides running, with
+// min_nodes 3 (the ring file's). Inside each namespace a blackhole route
+// drops everything for the other side's two addresses, so each side still
+// hears itself. Neither side may go on: every rank's op fails, and once
+// the silence has lasted timeout_ms every node says there is no quorum.
+// Healed, the ring of four comes back and its results are exact again.
+BOOST_AUTO_TEST_CASE(a_two_two_partition_leaves_neither_side_going_on) {
+  constexpr std::size_t kFour = 4;
+  Network net(kFour);
+  NetnsRing ring(net, ring_options(3));
+  ring.start_all();
+  BOOST_TEST_REQUIRE(ring.wait_up(zring::testing::scaled(30s)), "the ring of four is not up");
+  Clients clients(ring, net, "none", 71, kSizes);
+  RoundChecker checker(clients, node_names(kFour));
+  std::uint64_t number = 0;
+  const Verdict before = checker.check(clients.run_round(number++, kGuard), Clock::now());
+  BOOST_TEST_REQUIRE(before.all_ok(), "before the partition: " << describe(before));
+  const auto route = [&](const char* verb) {
+    for (std::size_t a = 0; a < kFour; ++a)
+      for (std::size_t b = 0; b < kFour; ++b)
+        if ((a < 2) != (b < 2))
+          run(net.in_node(a, {"ip", "route", verb, "blackhole", net.address(b) + "/32"}));
+  };
+  route("add");
+  const auto cut = Clock::now();
+  std::vector<bool> said(kFour, false);
+  std::string last;
+  while (std::count(said.begin(), said.end(), true) < static_cast<long>(kFour) &&
+         Clock::now() - cut < 3 * kGuard) {
+    const Round round = clients.run_round(number++, kGuard);
+    const Verdict v = checker.check(round, cut);
+    expect_sound(v, "2|2 partition", round.number);
+    BOOST_TEST_REQUIRE(v.ok == 0u, "round " << round.number << ": " << v.ok
+                                            << " ranks got a result during a 2|2 partition");
+    for (std::size_t r = 0; r < kFour; ++r) {
+      const Answer& a = round.answers[r];
+      if (a.kind == Answer::Kind::error &&
+          a.message.find("no quorum: 2 of the 4 listed nodes are reachable") != std::string::npos)
+        said[r] = true;
+      last = a.message;
+    }
+  }
+  for (std::size_t r = 0; r < kFour; ++r)
+    BOOST_TEST(said[r], "rank " << r << " never said there is no quorum; last: " << last);
+  route("del");
+  const auto healed = Clock::now();
+  bool whole = false;
+  while (!whole && Clock::now() - healed < 3 * kGuard) {
+    const Round round = clients.run_round(number++, kGuard);
+    const Verdict v = checker.check(round, healed);
+    expect_sound(v, "2|2 partition healed", round.number);
+    whole = v.all_ok();
+    last = describe(v) + " " + v.first_error;
+  }
+  BOOST_TEST(whole, "no round worked on all four once the partition healed: " << last);
+  BOOST_TEST_MESSAGE("2|2 partition: no quorum on every node, the four together again "
+                     << seconds(Clock::now() - healed) << " s after the healing");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
