@@ -8,7 +8,8 @@ The launcher starts a ring of 4 zringd on free loopback ports (timeout_ms
 examples/digits (same initial weights, each node its own quarter of the
 training set) for --steps steps. It runs twice: once undisturbed, once with
 node n2's zringd and worker killed (SIGKILL) when worker 0 reaches
---kill-at x steps, and both started again at --back-at x steps. Then it
+--kill-at x steps; a new worker starts at once (it waits for its zringd) and
+a new zringd at --back-at x steps. Then it
 prints the membership timeline and checks that every worker ended with the
 same weights, and how far the disturbed run's accuracy is from the
 undisturbed one's.
@@ -221,7 +222,7 @@ def one_run(args, data, results, disturb):
         while not all(os.path.exists(os.path.join(results, f"result{n}.json"))
                       for n in range(NODES)):
             for node, p in workers.items():
-                if p.poll() not in (None, 0) and not (node == VICTIM and killed and not back):
+                if p.poll() not in (None, 0):
                     with open(os.path.join(results, f"worker{node}.log")) as f:
                         raise Stop(f"worker {node} exited with {p.poll()}:\n{f.read()}")
             step = read_progress(results, 0)
@@ -232,16 +233,17 @@ def one_run(args, data, results, disturb):
                 workers[VICTIM].wait()
                 killed = True
                 note(f"step {step}: killed {ring.name(VICTIM)} (its zringd and its worker)")
-            if disturb and killed and not back and step >= args.back_at * args.steps:
-                # The worker first (torch takes seconds to import), its zringd once
-                # it waits for it: the ring takes the node in, and its first op
-                # comes at once, not after the others waited for it.
+                # Its next worker starts now (torch takes seconds to import) and
+                # waits for its zringd, started at --back-at: the ring takes the
+                # node in, and the worker's first op comes at once, not after
+                # the others waited for it.
                 os.remove(os.path.join(results, f"ready{VICTIM}"))
                 workers[VICTIM] = start_worker(args, ring, data, results, VICTIM, True)
+            if disturb and killed and not back and step >= args.back_at * args.steps:
                 wait_ready(results, VICTIM, workers[VICTIM])
                 ring.start_node(VICTIM)
                 back = True
-                note(f"step {step}: started {ring.name(VICTIM)} again (a new zringd, a new worker)")
+                note(f"step {step}: started {ring.name(VICTIM)}'s zringd again (a new worker waits for it)")
             time.sleep(0.05)
     finally:
         for p in workers.values():

@@ -12,7 +12,7 @@ def test_the_elastic_example_ends_with_identical_weights_after_a_death_and_a_ret
     pytest_timeout_s = 600
     run = subprocess.run(
         [sys.executable, os.path.join(ROOT, "examples", "elastic", "elastic.py"), "--zringd",
-         zringd, "--steps", "240", "--tolerance", "1"],
+         zringd, "--steps", "300", "--tolerance", "1"],
         capture_output=True, text=True, timeout=pytest_timeout_s)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
