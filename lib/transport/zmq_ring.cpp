@@ -90,7 +90,8 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
 // timeout_ms (a cut link, a host gone) is closed and connected anew. Without
 // them a connection cut for a while stays open in the kernel and carries
 // traffic again only at TCP's next retransmission, which backs off while the
-// link is down (21 s after a 20 s cut): the node would rejoin that late.
+// link is down (21 s after a cut of a few seconds in the netns test): the
+// node would rejoin that late.
 void ZmqRing::set_connection_liveness(zmq::socket_t& socket) const {
   socket.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(options_.heartbeat.count()));
   socket.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(options_.timeout.count()));
