@@ -276,9 +276,10 @@ class Connected final : public CompressedAllReduce::Impl {
     // Staged in the segments of the ring file's full ring, as zringd reads them.
     const collective::StagingOrder order(elements, listed_world_ / local_ranks_,
                                          listed_rank_ / local_ranks_);
-    // With retries, an in-place op's values stay the inputs until it is done.
-    const bool keep_inputs =
-        options_.ring_change_retries != 0 && !ios.empty() && ios.front().out == ios.front().in;
+    // With retries, an in-place op's values stay the inputs until it is done
+    // (the copy form's results are memory of their own).
+    const bool in_place = !ios.empty() && ios.front().out == ios.front().in;
+    const bool keep_inputs = options_.ring_change_retries != 0 && in_place;
     Attempts attempts(*this);
     for (bool staged_once = false;; staged_once = true) {
       // Never over the values of the SharedTensors that hold the buffer.
@@ -293,8 +294,8 @@ class Connected final : public CompressedAllReduce::Impl {
       try {
         reply = await(id, false, keep_inputs ? nullptr : &transfer);
       } catch (const Error& e) {
-        // Nothing was averaged yet: the caller's values are as they were.
-        if (transfer.copied_any() || !attempts.again(e)) throw;
+        // Only while the caller's values are as they were.
+        if ((in_place && transfer.copied_any()) || !attempts.again(e)) throw;
         continue;
       }
       if (reply.first.kind != wire::IpcKind::result_shared)
