@@ -471,11 +471,12 @@ BOOST_FIXTURE_TEST_CASE(a_link_that_stays_down_leaves_the_others_going_on, Elast
   const auto repaired = Clock::now();
   // Taken in again: every daemon up (the cut node has no quorum alone). The
   // ring's connections are closed after timeout_ms of silence and connected
-  // anew (docs/membership.md): heard again within about a second of the
-  // repair, taken in at the next op boundary; 20 s is the margin.
-  BOOST_TEST_REQUIRE(ring.wait_up(zring::testing::scaled(20s)),
+  // anew (docs/membership.md): here heard again within about a second of
+  // the repair, taken in at the next op boundary. Once, in a CI run under
+  // load, it took longer than 20 s (not understood yet): the guard stays 60 s.
+  BOOST_TEST_REQUIRE(ring.wait_up(zring::testing::scaled(60s)),
                      "the ring did not take " << NetnsRing::name(victim) << " in again within "
-                                              << zring::testing::scaled(20s).count() << " ms\n"
+                                              << zring::testing::scaled(60s).count() << " ms\n"
                                               << logs());
   BOOST_TEST_MESSAGE("elastic: " << NetnsRing::name(victim) << " taken in again "
                                  << seconds(Clock::now() - repaired) << " s after the repair");
