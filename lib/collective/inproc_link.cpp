@@ -20,27 +20,30 @@ class InprocRing::Link final : public RingLink {
   std::string describe(std::size_t node) const override { return "node " + std::to_string(node); }
 
   void send(const ChunkTag& tag, Bytes payload) override {
-    Message msg{tag, std::move(payload)};
-    std::vector<Message> out;
-    {
-      std::lock_guard lock(ring_.filter_mutex_);
-      if (ring_.filter_)
-        out = ring_.filter_(node_, msg);
-      else
-        out.push_back(std::move(msg));
-    }
-    // Like a network, every delivery is a copy the receiver owns (RingLink::recv).
-    for (Message& m : out) {
-      m.payload = Bytes::copy_of(m.payload.data(), m.payload.size());
-      ring_.inject((node_ + 1) % nodes(), std::move(m));
-    }
+    deliver((node_ + 1) % nodes(), tag, std::move(payload));
+  }
+
+  void send_to(std::size_t to, const ChunkTag& tag, Bytes payload) override {
+    if (to == node_ || to >= nodes()) throw Error(ErrorCode::internal, "send_to: no such peer");
+    deliver(to, tag, std::move(payload));
   }
 
   Message recv(Deadline deadline) override {
     if (std::optional<Message> msg = recv_until(deadline)) return std::move(*msg);
+    timed_out((node_ + nodes() - 1) % nodes());
+  }
+
+  [[noreturn]] void timed_out(std::size_t waited_for) const override {
     throw Error(ErrorCode::timeout, "node " + std::to_string(node_) +
                                         ": timed out waiting for node " +
-                                        std::to_string((node_ + nodes() - 1) % nodes()));
+                                        std::to_string(waited_for));
+  }
+
+  void put_back(std::vector<Message> messages) override {
+    Inbox& inbox = *ring_.inboxes_[node_];
+    std::lock_guard lock(inbox.mutex);
+    inbox.messages.insert(inbox.messages.begin(), std::make_move_iterator(messages.begin()),
+                          std::make_move_iterator(messages.end()));
   }
 
   std::optional<Message> recv_until(Deadline deadline) override {
@@ -56,6 +59,25 @@ class InprocRing::Link final : public RingLink {
   }
 
  private:
+  // The filter sees every message, of both kinds of send (one of send_to
+  // goes to its origin, the tag's segment, plus its hop).
+  void deliver(std::size_t to, const ChunkTag& tag, Bytes payload) {
+    Message msg{tag, std::move(payload)};
+    std::vector<Message> out;
+    {
+      std::lock_guard lock(ring_.filter_mutex_);
+      if (ring_.filter_)
+        out = ring_.filter_(node_, msg);
+      else
+        out.push_back(std::move(msg));
+    }
+    // Like a network, every delivery is a copy the receiver owns (RingLink::recv).
+    for (Message& m : out) {
+      m.payload = Bytes::copy_of(m.payload.data(), m.payload.size());
+      ring_.inject(to, std::move(m));
+    }
+  }
+
   InprocRing& ring_;
   std::size_t node_;
 };

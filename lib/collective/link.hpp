@@ -2,7 +2,9 @@
 //
 // A collective never touches a socket. It sends messages to its ring
 // successor and receives messages from its ring predecessor through a
-// RingLink; the ZeroMQ transport (lib/transport) and the in-process
+// RingLink, except for the exchange of summaries (and the data behind
+// them) that begins every op, where each node sends straight to every
+// other and receives from all of them; the ZeroMQ transport (lib/transport) and the in-process
 // transport (inproc_link.hpp, for unit tests) both implement it. Messages are
 // told apart by their header (phase, segment/origin, chunk, hop), never by
 // arrival order alone, so a stray or duplicated message is recognised and
@@ -67,7 +69,14 @@ class RingLink {
 
   // Queues a message for the successor; never blocks on the network.
   virtual void send(const ChunkTag& tag, Bytes payload) = 0;
-  // The next message of the current op from the predecessor. Its payload
+  // Queues a message for node `to` (not this one) of the op's ring, in the
+  // order of the other messages this node sends it; never blocks. Only for
+  // Phase::manifest and Phase::blobs messages of hop 0 whose segment is
+  // this node (their origin): a receiver takes no other message from a node
+  // that is not its predecessor (ring_allgather.hpp).
+  virtual void send_to(std::size_t to, const ChunkTag& tag, Bytes payload) = 0;
+  // The next message of the current op from the predecessor (or, of the
+  // phases send_to may send, from their origin). Its payload
   // belongs to the receiver alone (a copy made by the network or the link),
   // so the ring may write into it and pass it on without a copy. Throws
   // zring::Error(timeout) naming the predecessor when none arrives before
@@ -77,6 +86,13 @@ class RingLink {
   // instead of throwing timeout (for a short wait while this node is busy
   // with something else).
   virtual std::optional<Message> recv_until(Deadline deadline) = 0;
+  // Throws the zring::Error(timeout) recv throws, naming node `waited_for`
+  // instead of the predecessor: for a wait on messages from any node.
+  [[noreturn]] virtual void timed_out(std::size_t waited_for) const = 0;
+  // Messages of the current op that recv returned before the caller could
+  // take them (a later phase's from the predecessor, while this node still
+  // waits for another node's summary): recv returns them first, in order.
+  virtual void put_back(std::vector<Message> messages) = 0;
   // The op knows every node's summary: from here on it may write results.
   // Until then a failure of the op has changed nothing anywhere.
   virtual void summaries_known() {}

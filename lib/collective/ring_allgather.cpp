@@ -8,6 +8,10 @@
 namespace zring::collective {
 namespace {
 
+// The hop of a message sent straight from its origin (RingLink::send_to);
+// round the ring, hops count from 1.
+constexpr std::uint32_t kDirect = 0;
+
 // One all-gather, driven message by message, so that two can share a
 // receive loop. Each origin's contribution is expected either as one
 // message of any size, as a known number of bytes in chunks, or as a known
@@ -35,7 +39,8 @@ class RingAllgather {
         out_(nodes_),
         still_(nodes_, 0),
         frames_(nodes_, 0),
-        next_(nodes_, 0) {}
+        next_(nodes_, 0),
+        direct_(nodes_, true) {}
 
   // Framed data: what origin sends is `frames` frames of `bytes` in all
   // (ring_allgather.hpp), each handed to frame_arrived as it comes, and
@@ -50,6 +55,7 @@ class RingAllgather {
   // origin, before its messages count.
   void expect(std::size_t origin, std::optional<std::size_t> bytes, std::size_t frames = 0) {
     std::size_t messages = frames;
+    direct_[origin] = frames <= kFrameWindow;
     if (frames > 0) {
       frames_[origin] = frames;
     } else {
@@ -65,26 +71,48 @@ class RingAllgather {
     ++known_count_;
   }
 
-  // Sends this node's contribution (expect(self) first) and hands it to
-  // the arrived hook.
-  void start(Bytes mine) {
+  // Keeps this node's contribution (expect(self) first); framed data is
+  // sent as the window lets it go, the rest by send_own.
+  void keep_own(Bytes mine) {
     started_ = true;
     if (frames_[self_] > 0) {
       pump();
       return;
     }
-    if (nodes_ > 1) {
-      const std::size_t pieces = parts_[self_].size();
-      for (std::size_t c = 0; c < pieces; ++c) {
-        const std::size_t chunk = chunk_[self_];
-        const std::size_t begin = size_[self_] ? c * chunk : 0;
-        const std::size_t end = size_[self_] ? std::min(mine.size(), begin + chunk) : mine.size();
-        send({phase_, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(c), 1},
-             Bytes(mine.data() + begin, end - begin, mine.owner()));
-      }
-    }
     out_[self_] = std::move(mine);
-    if (arrived_) arrived_(self_, out_[self_]);
+  }
+
+  // Hands this node's (unframed) contribution to the arrived hook.
+  void own_arrived() {
+    if (frames_[self_] == 0 && arrived_) arrived_(self_, out_[self_]);
+  }
+
+  // Sends this node's contribution (unframed, kept first): straight to
+  // every node, or round the ring.
+  void send_own(bool direct) {
+    if (frames_[self_] > 0) return;
+    const Bytes& mine = out_[self_];
+    const std::size_t pieces = parts_[self_].size();
+    for (std::size_t c = 0; c < pieces; ++c) {
+      const std::size_t chunk = chunk_[self_];
+      const std::size_t begin = size_[self_] ? c * chunk : 0;
+      const std::size_t end = size_[self_] ? std::min(mine.size(), begin + chunk) : mine.size();
+      send_own_message(direct, c, Bytes(mine.data() + begin, end - begin, mine.owner()));
+    }
+  }
+
+  // How this node's data goes: straight to every node, unless it is more
+  // frames than the window holds (ring_allgather.hpp). expect(self) first.
+  [[nodiscard]] bool direct(std::size_t origin) const noexcept { return direct_[origin]; }
+
+  // An origin whose messages are still awaited (the first after this
+  // node, round the ring), if any.
+  [[nodiscard]] std::optional<std::size_t> awaited() const noexcept {
+    for (std::size_t hop = 1; hop < nodes_; ++hop) {
+      const std::size_t origin = (self_ + hop) % nodes_;
+      if (!known_[origin] || still_[origin] > 0) return origin;
+    }
+    return std::nullopt;
   }
 
   [[nodiscard]] bool done() const noexcept {
@@ -99,21 +127,19 @@ class RingAllgather {
     while (started_ && next_[self_] < frames_[self_] && may_send(next_[self_])) {
       const std::size_t f = next_[self_]++;
       sent.push_back(make_(f));
-      if (nodes_ > 1)
-        send({phase_, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(f), 1},
-             sent.back());
+      send_own_message(direct_[self_], f, sent.back());
     }
     for (std::size_t i = 0; i < sent.size(); ++i)
       if (*frame_arrived_) (*frame_arrived_)(self_, first + i, sent[i]);
   }
 
-  // Takes a message of this gather's phase: stores and forwards it, or
-  // drops it (counted) when it is not one that is expected.
+  // Takes a message of this gather's phase: stores it, or drops it
+  // (counted) when it is not one that is expected.
   void accept(const Message& msg) {
     const ChunkTag& tag = msg.tag;
     const std::size_t origin = tag.segment;
     if (tag.phase != phase_ || origin >= nodes_ || origin == self_ ||
-        tag.hop != (self_ + nodes_ - origin) % nodes_) {
+        (tag.hop != kDirect && tag.hop != (self_ + nodes_ - origin) % nodes_)) {
       drop(tag, "unexpected message");
       return;
     }
@@ -136,7 +162,7 @@ class RingAllgather {
     }
     received_[origin][tag.chunk] = true;
     parts_[origin][tag.chunk] = msg.payload;
-    if (tag.hop + 1 < nodes_) send({tag.phase, tag.segment, tag.chunk, tag.hop + 1}, msg.payload);
+    forward(msg);
     --missing_;
     if (--still_[origin] == 0) {
       out_[origin] = assemble(origin);
@@ -176,7 +202,7 @@ class RingAllgather {
     }
     *size_[origin] -= msg.payload.size();
     ++next_[origin];
-    if (tag.hop + 1 < nodes_) send({tag.phase, tag.segment, tag.chunk, tag.hop + 1}, msg.payload);
+    forward(msg);
     --missing_;
     --still_[origin];
     pump();  // what the window now lets go leaves before the frame is worked on
@@ -204,10 +230,32 @@ class RingAllgather {
     return whole.bytes();
   }
 
-  void send(const ChunkTag& tag, Bytes payload) {
+  // Message `index` of this node's contribution: straight to every other
+  // node (hop kDirect), or to the successor (hop 1), which passes it on.
+  void send_own_message(bool direct, std::size_t index, const Bytes& payload) {
+    const ChunkTag tag{phase_, static_cast<std::uint32_t>(self_), static_cast<std::uint32_t>(index),
+                       direct ? kDirect : 1u};
+    for (std::size_t hop = 1; hop < nodes_; ++hop) {
+      count(payload);
+      if (!direct) {
+        link_.send(tag, payload);
+        return;
+      }
+      link_.send_to((self_ + hop) % nodes_, tag, payload);
+    }
+  }
+
+  // A message that came round the ring goes on until it is back before its origin.
+  void forward(const Message& msg) {
+    const ChunkTag& tag = msg.tag;
+    if (tag.hop == kDirect || tag.hop + 1 >= nodes_) return;
+    count(msg.payload);
+    link_.send({tag.phase, tag.segment, tag.chunk, tag.hop + 1}, msg.payload);
+  }
+
+  void count(const Bytes& payload) {
     stats_.bytes_sent += payload.size();
     ++stats_.messages_sent;
-    link_.send(tag, std::move(payload));
   }
 
   RingLink& link_;
@@ -230,6 +278,7 @@ class RingAllgather {
   // Framed data, per origin: frames announced, and how many arrived (this
   // node's own: sent); size_ then counts down the bytes still announced.
   std::vector<std::size_t> frames_, next_;
+  std::vector<bool> direct_;  // per origin: data sent straight to every node (expect())
   const FrameArrived* frame_arrived_ = nullptr;
   std::function<Bytes(std::size_t)> make_;
 };
@@ -260,8 +309,14 @@ WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSi
   const auto start_when_ready = [&] {
     if (started || !mine.ready()) return;
     auto [summary, payload] = mine.take();
-    summaries.start(std::move(summary));  // announces this node's own data
-    data.start(std::move(payload));
+    summaries.keep_own(std::move(summary));
+    summaries.own_arrived();  // announces this node's own data
+    // A node's summary goes the way its data goes, so that it comes first.
+    const bool direct = data.direct(link.node());
+    summaries.send_own(direct);
+    data.keep_own(std::move(payload));
+    data.send_own(direct);
+    data.own_arrived();
     started = true;
   };
   start_when_ready();
@@ -269,18 +324,24 @@ WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSi
   // when they are; the timeout counts only once they are on their way (until
   // then the others wait for this node, not the other way round).
   constexpr auto kSlice = std::chrono::milliseconds(1);
+  std::vector<Message> later;  // the predecessor may already be in the next phase
   while (!started || !summaries.done() || !data.done()) {
-    const std::optional<Message> msg = started ? link.recv(Clock::now() + options.timeout)
-                                               : link.recv_until(Clock::now() + kSlice);
+    const std::optional<Message> msg =
+        link.recv_until(Clock::now() + (started ? options.timeout : kSlice));
+    if (!msg && started)
+      link.timed_out(summaries.awaited().value_or(data.awaited().value_or(link.node())));
     if (msg) {
       if (msg->tag.phase == Phase::blobs)
         data.accept(*msg);
-      else
+      else if (msg->tag.phase == Phase::manifest)
         summaries.accept(*msg);
+      else
+        later.push_back(std::move(*msg));
     }
     start_when_ready();
     data.pump();
   }
+  link.put_back(std::move(later));
   return {summaries.take(), data.take()};
 }
 

@@ -1,4 +1,4 @@
-// ring_allgather.hpp - every node's bytes to every node, round the ring (internal).
+// ring_allgather.hpp - every node's bytes to every node, in one hop (internal).
 #pragma once
 
 #include <cstddef>
@@ -17,22 +17,30 @@ namespace zring::collective {
 // on the wire, so the caller can work on it meanwhile. It must not throw.
 using Arrived = std::function<void(std::size_t node, const Bytes& bytes)>;
 
-// Two all-gathers in one pass round the ring: every node's summary (a
-// single message, Phase::manifest) and, right behind it, the data its
-// summary announces (Phase::blobs). A node sends its data without waiting
-// for anyone else's summary, so a node that is ready early puts its data on
-// the wire while slower ones are still preparing theirs; and until this
-// node's own are ready (mine.ready(), polled while it is made on another
-// thread) it already forwards what the others send. Data is cut into
-// pieces of about an eighth of it (64 KiB .. chunk_bytes), so it moves
-// round the ring in a pipeline.
+// Two all-gathers in one pass: every node's summary (a single message,
+// Phase::manifest) and, right behind it, the data its summary announces
+// (Phase::blobs), each sent by its node straight to every other node
+// (RingLink::send_to, hop 0): one hop from the last node to begin to
+// everyone, where round the ring it takes N - 1; a node sends as many bytes
+// either way. Only a node whose data is more than kFrameWindow frames
+// sends its summary and data round the ring, to its successor (hop 1),
+// each node passing them on (hop 2, ...), so that the window below bounds
+// what every node holds. A node sends its data without waiting for anyone
+// else's summary, so a node that is ready early puts its data on the wire
+// while slower ones are still preparing theirs; and until this node's own
+// are ready (mine.ready(), polled while it is made on another thread) it
+// already takes (and passes on) what the others send. Data is cut into
+// pieces of about an eighth of it (64 KiB .. chunk_bytes), so that it moves
+// in a pipeline. A message's segment is its origin; its hop is 0, or how far
+// round the ring its receiver is from the origin.
 //
 // data_size(node, summary) is called once per node as its summary arrives
 // (its own first) and says what data that node announced, or nullopt when
 // the summary is unusable (no data is then taken from it). It must not
 // throw and must decide the same on every node: it sees the same bytes
-// everywhere. Data arrives behind its summary (each link keeps order); a
-// data chunk that comes before its node's summary is dropped.
+// everywhere. Data arrives behind its summary (each connection keeps
+// order); a data chunk that comes before its node's summary is dropped.
+// Silence for options.timeout is a timeout naming a node still awaited.
 //
 // Framed data (DataSpec::frames > 0) is what a plan makes and reads frame
 // by frame, never whole: a node's frames are made one at a time as they

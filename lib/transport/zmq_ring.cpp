@@ -102,11 +102,14 @@ std::size_t ZmqRing::member_at(std::size_t position) const noexcept {
   return position < ring.size() ? ring[position] : listed();
 }
 
-std::size_t ZmqRing::node() const noexcept {
+std::optional<std::size_t> ZmqRing::position_of(std::size_t listed_index) const noexcept {
   const std::vector<std::uint32_t>& ring = op_ ? op_members_ : membership_.members();
-  const auto at = std::find(ring.begin(), ring.end(), options_.self);
-  return at == ring.end() ? 0 : static_cast<std::size_t>(at - ring.begin());
+  const auto at = std::find(ring.begin(), ring.end(), listed_index);
+  if (at == ring.end()) return std::nullopt;
+  return static_cast<std::size_t>(at - ring.begin());
 }
+
+std::size_t ZmqRing::node() const noexcept { return position_of(options_.self).value_or(0); }
 
 std::size_t ZmqRing::nodes() const noexcept {
   const std::size_t n = (op_ ? op_members_ : membership_.members()).size();
@@ -133,6 +136,11 @@ std::string ZmqRing::down_reason() const {
 // Data of the running op, to its successor; nothing once the ring that op
 // ran on has ended (the op fails at its next receive).
 void ZmqRing::send(const collective::ChunkTag& tag, collective::Bytes payload) {
+  send_to((node() + 1) % nodes(), tag, std::move(payload));
+}
+
+// The same to ring position `to` (the summaries and the data behind them).
+void ZmqRing::send_to(std::size_t to, const collective::ChunkTag& tag, collective::Bytes payload) {
   if (!op_ || membership_.generation() != op_generation_) return;
   RingHeader header;
   header.kind = RingKind::data;
@@ -140,9 +148,9 @@ void ZmqRing::send(const collective::ChunkTag& tag, collective::Bytes payload) {
   header.op = *op_;
   header.sender = static_cast<std::uint32_t>(options_.self);
   header.tag = tag;
-  const std::size_t successor = member_at((node() + 1) % nodes());
-  enqueue(successor, header, share(payload));
-  flush(successor);
+  const std::size_t peer = member_at(to);
+  enqueue(peer, header, share(payload));
+  flush(peer);
 }
 
 // Control messages wait behind data (FORM and UP must not overtake it), but
@@ -184,9 +192,12 @@ void ZmqRing::flush(std::size_t peer) {
 
 collective::Message ZmqRing::recv(Deadline deadline) {
   if (std::optional<collective::Message> msg = recv_until(deadline)) return std::move(*msg);
+  timed_out((node() + nodes() - 1) % nodes());
+}
+
+void ZmqRing::timed_out(std::size_t waited_for) const {
   std::string text = "op " + std::to_string(op_.value_or(0)) + ": timed out after " +
-                     ms_text(options_.timeout) + " waiting for " +
-                     describe((node() + nodes() - 1) % nodes());
+                     ms_text(options_.timeout) + " waiting for " + describe(waited_for);
   if (counters_.dropped != 0)
     text += " (" + std::to_string(counters_.dropped) +
             " messages dropped, last: " + counters_.last_drop + ")";
@@ -196,6 +207,11 @@ collective::Message ZmqRing::recv(Deadline deadline) {
 std::optional<collective::Message> ZmqRing::recv_until(Deadline deadline) {
   for (;;) {
     if (op_failure_) op_failure_->raise();
+    if (!put_back_.empty() && op_) {
+      collective::Message msg = std::move(put_back_.front());
+      put_back_.pop_front();
+      return msg;
+    }
     if (!early_.empty() && op_ && early_.front().first == *op_) {
       collective::Message msg = std::move(early_.front().second);
       early_.pop_front();
@@ -206,6 +222,11 @@ std::optional<collective::Message> ZmqRing::recv_until(Deadline deadline) {
     if (op_failure_) op_failure_->raise();
     if (Clock::now() >= deadline) return std::nullopt;
   }
+}
+
+void ZmqRing::put_back(std::vector<collective::Message> messages) {
+  put_back_.insert(put_back_.begin(), std::make_move_iterator(messages.begin()),
+                   std::make_move_iterator(messages.end()));
 }
 
 void ZmqRing::service(Deadline until, zmq::socket_t* wake) {
@@ -346,9 +367,11 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
     drop("data of another ring generation", false);
     return std::nullopt;
   }
-  if (header.sender != membership_.predecessor()) {
+  if (sent_straight(header) ? !from_its_origin(header)
+                            : header.sender != membership_.predecessor()) {
     drop("data from node #" + std::to_string(header.sender) +
-             ", which is not this node's predecessor in the ring",
+             ", which is not this node's predecessor in the ring (nor a summary or the data "
+             "behind it from its own origin)",
          false);
     return std::nullopt;
   }
@@ -369,6 +392,17 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
   return std::nullopt;
 }
 
+// A summary or the data behind it that its origin sent to every node
+// itself (collective::RingLink::send_to): hop 0.
+bool ZmqRing::sent_straight(const RingHeader& header) noexcept {
+  return header.tag.hop == 0 && (header.tag.phase == collective::Phase::manifest ||
+                                 header.tag.phase == collective::Phase::blobs);
+}
+
+bool ZmqRing::from_its_origin(const RingHeader& header) const noexcept {
+  return position_of(header.sender) == std::optional<std::size_t>(header.tag.segment);
+}
+
 // Before this node begins an op, the others can only be in its first phase,
 // the all-gather of every node's summary and the data the summaries
 // announce (collective::ring_allgather_with_data): no op gets further
@@ -381,8 +415,9 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
 void ZmqRing::keep_early(const RingHeader& header, collective::Message msg) {
   const collective::ChunkTag& tag = header.tag;
   const std::size_t self = node();
-  const bool from_other = tag.segment < nodes() && tag.segment != self &&
-                          tag.hop == (self + nodes() - tag.segment) % nodes();
+  const bool from_other =
+      tag.segment < nodes() && tag.segment != self &&
+      (sent_straight(header) || tag.hop == (self + nodes() - tag.segment) % nodes());
   const bool summary = tag.phase == collective::Phase::manifest && tag.chunk == 0 && from_other;
   const bool data = tag.phase == collective::Phase::blobs && from_other;
   bool summary_kept = false;
@@ -500,6 +535,7 @@ void ZmqRing::end_op(const std::optional<Status>& failure) {
   const bool ring_changed = op_failure_ && retry_;
   const std::vector<std::uint32_t> ring = std::move(op_members_);
   op_.reset();
+  put_back_.clear();
   op_failure_.reset();
   summaries_known_ = retry_ = false;
   membership_.op_ended();

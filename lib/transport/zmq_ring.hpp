@@ -116,6 +116,9 @@ class ZmqRing final : public collective::RingLink {
   void send(const collective::ChunkTag& tag, collective::Bytes payload) override;
   collective::Message recv(collective::Deadline deadline) override;
   std::optional<collective::Message> recv_until(collective::Deadline deadline) override;
+  void send_to(std::size_t to, const collective::ChunkTag& tag, collective::Bytes payload) override;
+  [[noreturn]] void timed_out(std::size_t waited_for) const override;
+  void put_back(std::vector<collective::Message> messages) override;
   void summaries_known() override { summaries_known_ = true; }
 
   // "node 'b' (tcp://...)": a listed node.
@@ -150,6 +153,12 @@ class ZmqRing final : public collective::RingLink {
   std::size_t listed() const noexcept { return options_.names.size(); }
   // The listed index of ring position `position` (of the op, during one).
   std::size_t member_at(std::size_t position) const noexcept;
+  // The ring position of listed node `listed_index` (of the op, during
+  // one); nothing when it is not a member.
+  std::optional<std::size_t> position_of(std::size_t listed_index) const noexcept;
+  // Data sent to every node by its origin itself, and whether its sender is that origin.
+  static bool sent_straight(const wire::RingHeader& header) noexcept;
+  bool from_its_origin(const wire::RingHeader& header) const noexcept;
 
   // Polls once: receives what is there, flushes what is queued, runs timers.
   // Returns a data message of the current op when one arrived.
@@ -187,7 +196,8 @@ class ZmqRing final : public collective::RingLink {
   std::vector<zmq::pollitem_t> poll_items_;  // poll_once's, reused
   std::vector<std::array<std::uint8_t, 32>> member_keys_;  // CurveZMQ: per node, binary
   std::deque<std::pair<std::uint64_t, collective::Message>>
-      early_;  // the next op's messages that came before it began
+      early_;                                 // the next op's messages that came before it began
+  std::deque<collective::Message> put_back_;  // the op's messages to hand over again first
 
   // ops
   std::uint64_t next_op_ = 0;              // number of the next op in this generation

@@ -34,7 +34,9 @@ struct ChunkTag {
   Phase phase = Phase::manifest;
   std::uint32_t segment = 0;  // reduce/gather: segment; manifest/blobs: origin node
   std::uint32_t chunk = 0;    // chunk within the segment or blob
-  std::uint32_t hop = 0;      // how many nodes the message has passed through
+  // How many nodes the message has passed through; manifest/blobs: 0 when
+  // its origin sent it straight to every node.
+  std::uint32_t hop = 0;
 
   friend bool operator==(const ChunkTag& a, const ChunkTag& b) {
     return a.phase == b.phase && a.segment == b.segment && a.chunk == b.chunk && a.hop == b.hop;

@@ -1,0 +1,130 @@
+// The summary exchange that begins every op (ring_allgather.hpp): each node
+// sends its summary, and the data behind it, straight to every other node
+// (hop 0), except top-k frames of more than the window, which go round the
+// ring with their summary; and a node still waiting for a summary keeps the
+// next phase's messages its predecessor already sends.
+#include <boost/test/unit_test.hpp>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "ring_run.hpp"
+
+using namespace zring;
+using namespace zring::collective;
+using namespace zring::collective::ring_test;
+
+namespace {
+
+// Every message a node sent, as the ring's filter saw it.
+struct Sent {
+  std::size_t from;
+  ChunkTag tag;
+};
+
+std::vector<Sent> exchange_messages(const std::vector<Sent>& all) {
+  std::vector<Sent> out;
+  for (const Sent& s : all)
+    if (s.tag.phase == Phase::manifest || s.tag.phase == Phase::blobs) out.push_back(s);
+  return out;
+}
+
+// One op of `method` on 4 nodes, recording what each node sent.
+std::vector<Sent> run_recorded(const char* method, std::size_t elements, std::size_t chunk_bytes,
+                               RingRun& run) {
+  InprocRing ring(4);
+  std::vector<Sent> sent;  // the filter runs under the ring's lock
+  ring.set_filter([&](std::size_t from, const Message& m) {
+    sent.push_back({from, m.tag});
+    return std::vector<Message>{m};
+  });
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(4, std::vector<codec::ErrorFeedback>(1));
+  run_op(ring, 1, CompressionMethod::parse(method), make_inputs(4, 0, {elements}), 0, residuals,
+         run, chunk_bytes, nullptr, std::chrono::seconds(20), 0);
+  check_same_bits(run);
+  return sent;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(summary_exchange)
+
+BOOST_AUTO_TEST_CASE(each_node_sends_its_summary_straight_to_every_other) {
+  for (const char* method : {"none", "quant:8", "randomk:10%", "topk:10%"}) {
+    BOOST_TEST_CONTEXT(method) {
+      RingRun run;
+      const std::vector<Sent> sent = exchange_messages(run_recorded(method, 5000, 4096, run));
+      std::map<std::size_t, std::size_t> summaries;  // per node
+      for (const Sent& s : sent) {
+        BOOST_TEST(s.tag.hop == 0u, "node " << s.from << " passed on a message of node "
+                                            << s.tag.segment << " (hop " << s.tag.hop << ")");
+        BOOST_TEST(s.tag.segment == s.from);
+        if (s.tag.phase == Phase::manifest) ++summaries[s.from];
+      }
+      for (std::size_t n = 0; n < 4; ++n) BOOST_TEST(summaries[n] == 3u, "node " << n);
+    }
+  }
+}
+
+// 40 frames of 4096 values each: more than the window of 32, so the frames
+// and the summary in front of them go round the ring, every node passing
+// the others' on, hop by hop, as far as the node before their origin.
+BOOST_AUTO_TEST_CASE(top_k_frames_beyond_the_window_go_round_the_ring_with_their_summary) {
+  RingRun run;
+  const std::vector<Sent> sent = exchange_messages(run_recorded("topk:10%", 40 * 4096, 4096, run));
+  std::map<std::pair<std::size_t, std::uint32_t>, std::size_t> summaries;  // (node, hop)
+  std::size_t frames = 0;
+  for (const Sent& s : sent) {
+    BOOST_TEST(s.tag.hop >= 1u);
+    BOOST_TEST(s.tag.hop <= 3u);
+    BOOST_TEST(s.tag.segment == (s.from + 4 - (s.tag.hop - 1)) % 4, "from " << s.from);
+    if (s.tag.phase == Phase::manifest)
+      ++summaries[{s.from, s.tag.hop}];
+    else
+      ++frames;
+  }
+  for (std::size_t n = 0; n < 4; ++n)
+    for (std::uint32_t hop = 1; hop <= 3; ++hop)
+      BOOST_TEST(summaries[std::make_pair(n, hop)] == 1u, "node " << n << " hop " << hop);
+  BOOST_TEST(frames == 4u * 40u * 3u);
+}
+
+// Node 3's summary reaches node 1 only after node 0, which had every
+// summary, has begun the ring's first phase: node 1 must take node 0's
+// reduce message once its own exchange is over, not drop it.
+BOOST_AUTO_TEST_CASE(the_next_phase_from_the_predecessor_waits_for_the_last_summary) {
+  InprocRing ring(4);
+  std::optional<Message> held;  // node 3's summary, for node 1
+  bool released = false;
+  ring.set_filter([&](std::size_t from, const Message& m) -> std::vector<Message> {
+    if (from == 3 && m.tag.phase == Phase::manifest) {
+      // The same message goes to nodes 0, 1 and 2: deliver it to 0 and 2 now.
+      if (!held) {
+        held = Message{m.tag, Bytes::copy_of(m.payload.data(), m.payload.size())};
+        for (const std::size_t to : {0u, 2u})
+          ring.inject(to, Message{m.tag, Bytes::copy_of(m.payload.data(), m.payload.size())});
+      }
+      return {};
+    }
+    if (from == 0 && m.tag.phase == Phase::reduce && !released) {
+      released = true;
+      BOOST_REQUIRE(held.has_value());
+      return {m, *held};  // to node 1, in this order
+    }
+    return {m};
+  });
+  std::vector<std::vector<codec::ErrorFeedback>> residuals(4, std::vector<codec::ErrorFeedback>(1));
+  const auto inputs = make_inputs(4, 0, {1000});
+  RingRun run;
+  run_op(ring, 1, CompressionMethod::none(), inputs, 0, residuals, run, 4096, nullptr,
+         std::chrono::seconds(20), 0);
+  BOOST_TEST(released);
+  check_same_bits(run);
+  std::vector<std::map<std::string, std::vector<float>>> no_residuals(4);
+  const testing::Comparison cmp =
+      testing::compare(unfuse(run.outputs[1], inputs[0]),
+                       testing::expected_average(CompressionMethod::none(), inputs, &no_residuals));
+  BOOST_TEST(cmp.ok(), cmp.bad << " bad; first: " << cmp.first_bad);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
