@@ -3,8 +3,8 @@
 // A codec turns n float32 values into the bytes that travel (the payload) and
 // back. It works on any run of values: a whole tensor or one chunk of it.
 // Each codec also says how its encoded values may be combined along a ring
-// without breaking the aggregation contract (DESIGN.md): the ring never
-// re-compresses a partial sum lossily.
+// without breaking the aggregation contract (docs/aggregation.md): the ring
+// never re-compresses a partial sum lossily.
 #pragma once
 
 #include <cstddef>
@@ -17,7 +17,8 @@
 namespace zring::codec {
 
 // How the values of a codec are summed across ranks: it picks the ring's
-// schedule for the method (collective/allreduce_op.cpp, make_plan).
+// schedule for the method (collective/allreduce_op.cpp, make_plan). Each
+// method's is in its row of the table of methods (methods.cpp).
 enum class Summation {
   dense_float,     // none: float32 values, summed as floats
   rounded_half,    // fp16/bf16: 16-bit values; partial sums rounded per hop (documented)
@@ -36,7 +37,8 @@ class Codec {
  public:
   virtual ~Codec() = default;
   [[nodiscard]] virtual const CompressionMethod& method() const noexcept = 0;
-  [[nodiscard]] virtual Summation summation() const noexcept = 0;
+  // The summation of the method's row (methods.hpp).
+  [[nodiscard]] Summation summation() const;
 
   // Compresses n values. The result has method, original_size = n,
   // shape = {n}, payload (the real encoding), the decoded view (indices,

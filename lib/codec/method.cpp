@@ -8,6 +8,7 @@
 #include <zring/error.hpp>
 
 #include "codec/method_text.hpp"
+#include "codec/methods.hpp"
 #include "codec/view.hpp"
 
 namespace zring {
@@ -15,7 +16,7 @@ namespace {
 
 [[noreturn]] void invalid(const std::string& what) {
   throw Error(ErrorCode::invalid_argument,
-              "compression method: " + what + " (" + codec::detail::kAcceptedMethods + ")");
+              "compression method: " + what + " (" + codec::accepted_methods() + ")");
 }
 
 bool valid_ratio(double r) { return r > 0.0 && r <= 1.0; }  // false for nan
@@ -115,7 +116,9 @@ CompressionMethod CompressionMethod::base() const {
 }
 
 std::size_t CompressionMethod::kept_for(std::size_t n) const noexcept {
-  if (kind_ != CompressionKind::topk && kind_ != CompressionKind::randomk) return n;
+  const auto rows = codec::method_rows();
+  const auto at = static_cast<std::size_t>(kind_);
+  if (at >= rows.size() || rows[at].parameter != codec::Parameter::kept) return n;
   if (n == 0) return 0;
   if (!is_ratio_) return std::min(count_, n);
   const long long wanted = std::llround(ratio_ * static_cast<double>(n));

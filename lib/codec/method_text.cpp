@@ -5,6 +5,9 @@
 // in binary, so "R%" is read as the decimal R shifted by two places (R e-2)
 // and rounded once, and printed by shifting the shortest decimal of r that
 // rounds back to r. Both sides then name the same decimal number.
+//
+// Which names there are and which parameter each takes is in the table of
+// methods (methods.cpp); this file knows the parameter forms only.
 #include "codec/method_text.hpp"
 
 #include <charconv>
@@ -15,6 +18,8 @@
 #include <system_error>
 #include <zring/compression.hpp>
 #include <zring/error.hpp>
+
+#include "codec/methods.hpp"
 
 namespace zring {
 namespace codec::detail {
@@ -35,11 +40,12 @@ std::string format_float(float v) {
 
 namespace {
 
-using codec::detail::kAcceptedMethods;
+using codec::MethodRow;
+using codec::Parameter;
 
 [[noreturn]] void bad_text(std::string_view text, const std::string& why) {
-  throw Error(ErrorCode::invalid_argument, "compression method '" + std::string(text) +
-                                               "': " + why + " (" + kAcceptedMethods + ")");
+  throw Error(ErrorCode::invalid_argument, "compression method '" + std::string(text) + "': " +
+                                               why + " (" + codec::accepted_methods() + ")");
 }
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -120,14 +126,12 @@ unsigned parse_bits(std::string_view text, std::string_view arg) {
   return bits;
 }
 
-// topk:K / topk:R% and the same for randomk.
-CompressionMethod parse_kept(std::string_view text, std::string_view arg, bool random) {
+// NAME:K / NAME:R% (topk, randomk).
+CompressionMethod parse_kept(std::string_view text, const MethodRow& row, std::string_view arg) {
   if (!arg.empty() && arg.back() == '%') {
-    const double r = parse_percent(text, arg.substr(0, arg.size() - 1));
-    return random ? CompressionMethod::randomk_ratio(r) : CompressionMethod::topk_ratio(r);
+    return row.ratio(parse_percent(text, arg.substr(0, arg.size() - 1)));
   }
-  const std::size_t k = parse_count(text, arg);
-  return random ? CompressionMethod::randomk(k) : CompressionMethod::topk(k);
+  return row.count(parse_count(text, arg));
 }
 
 // One method without error feedback; text is the whole input, for messages.
@@ -137,25 +141,26 @@ CompressionMethod parse_base(std::string_view text, std::string_view spec) {
   const bool has_arg = colon != std::string_view::npos;
   const std::string_view arg = has_arg ? spec.substr(colon + 1) : std::string_view{};
 
-  const bool takes_arg = name == "topk" || name == "randomk" || name == "threshold" ||
-                         name == "quant" || name == "quantization";
-  const bool plain =
-      name == "none" || name == "fp16" || name == "bf16" || name == "sign" || name == "signsgd";
-  if (!takes_arg && !plain) {
+  const MethodRow* row = codec::method_named(name);
+  if (row == nullptr) {
     if (name == "ef" || name == "error_feedback") bad_text(text, "error feedback cannot be nested");
     bad_text(text, "unknown method '" + std::string(name) + "'");
   }
+  const bool plain = row->parameter == Parameter::none;
   if (plain && has_arg) bad_text(text, "'" + std::string(name) + "' takes no parameter");
-  if (takes_arg && !has_arg) bad_text(text, "'" + std::string(name) + "' needs a parameter");
+  if (!plain && !has_arg) bad_text(text, "'" + std::string(name) + "' needs a parameter");
 
-  if (name == "none") return CompressionMethod::none();
-  if (name == "fp16") return CompressionMethod::fp16();
-  if (name == "bf16") return CompressionMethod::bf16();
-  if (name == "sign" || name == "signsgd") return CompressionMethod::signsgd();
-  if (name == "topk") return parse_kept(text, arg, false);
-  if (name == "randomk") return parse_kept(text, arg, true);
-  if (name == "threshold") return CompressionMethod::threshold(parse_threshold(text, arg));
-  return CompressionMethod::quantization(parse_bits(text, arg));
+  switch (row->parameter) {
+    case Parameter::none:
+      return row->plain();
+    case Parameter::kept:
+      return parse_kept(text, *row, arg);
+    case Parameter::threshold:
+      return row->real(parse_threshold(text, arg));
+    case Parameter::bits:
+      return row->bits(parse_bits(text, arg));
+  }
+  bad_text(text, "unknown method '" + std::string(name) + "'");
 }
 
 // The shortest decimal of r that reads back as r, moved two places left.
@@ -187,11 +192,6 @@ std::string format_percent(double r) {
   return digits.substr(0, 1) + tail + "e" + std::to_string(percent_exp);
 }
 
-std::string kept_text(const char* name, const CompressionMethod& m) {
-  return std::string(name) + ":" +
-         (m.is_ratio() ? format_percent(m.ratio()) + "%" : std::to_string(m.count()));
-}
-
 }  // namespace
 
 CompressionMethod CompressionMethod::parse(std::string_view text) {
@@ -206,25 +206,19 @@ CompressionMethod CompressionMethod::parse(std::string_view text) {
 
 std::string CompressionMethod::to_string() const {
   if (error_feedback_) return "ef:" + base().to_string();
-  switch (kind_) {
-    case CompressionKind::none:
-      return "none";
-    case CompressionKind::fp16:
-      return "fp16";
-    case CompressionKind::bf16:
-      return "bf16";
-    case CompressionKind::topk:
-      return kept_text("topk", *this);
-    case CompressionKind::randomk:
-      return kept_text("randomk", *this);
-    case CompressionKind::threshold:
-      return "threshold:" + codec::detail::format_float(threshold_);
-    case CompressionKind::quantization:
-      return "quant:" + std::to_string(bits_);
-    case CompressionKind::signsgd:
-      return "sign";
+  const MethodRow& row = codec::method_row(kind_);
+  const std::string name = row.text;
+  switch (row.parameter) {
+    case Parameter::none:
+      return name;
+    case Parameter::kept:
+      return name + ":" + (is_ratio_ ? format_percent(ratio_) + "%" : std::to_string(count_));
+    case Parameter::threshold:
+      return name + ":" + codec::detail::format_float(threshold_);
+    case Parameter::bits:
+      return name + ":" + std::to_string(bits_);
   }
-  return "unknown";
+  return name;
 }
 
 }  // namespace zring

@@ -13,7 +13,6 @@ class NoneCodec final : public Codec {
   explicit NoneCodec(const CompressionMethod& method) : method_(method) {}
 
   const CompressionMethod& method() const noexcept override { return method_; }
-  Summation summation() const noexcept override { return Summation::dense_float; }
 
   CompressedGradient compress(const float* x, std::size_t n, const CodecContext&) const override {
     CompressedGradient g = detail::start_gradient(method_, n);

@@ -103,7 +103,6 @@ class QuantizationCodec final : public AffineCodec {
       : method_(method), bits_(method.bits()), max_code_((1u << method.bits()) - 1) {}
 
   const CompressionMethod& method() const noexcept override { return method_; }
-  Summation summation() const noexcept override { return Summation::affine_codes; }
   std::size_t stats_per_block() const noexcept override { return 2; }
   std::uint32_t max_code() const noexcept override { return max_code_; }
 

@@ -63,7 +63,6 @@ class RandomkCodec final : public Codec {
   explicit RandomkCodec(const CompressionMethod& method) : method_(method) {}
 
   const CompressionMethod& method() const noexcept override { return method_; }
-  Summation summation() const noexcept override { return Summation::shared_indices; }
 
   CompressedGradient compress(const float* x, std::size_t n,
                               const CodecContext& ctx) const override {

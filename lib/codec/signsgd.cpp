@@ -62,7 +62,6 @@ class SignCodec final : public AffineCodec {
   explicit SignCodec(const CompressionMethod& method) : method_(method) {}
 
   const CompressionMethod& method() const noexcept override { return method_; }
-  Summation summation() const noexcept override { return Summation::affine_codes; }
   std::size_t stats_per_block() const noexcept override { return 1; }
   std::uint32_t max_code() const noexcept override { return 1; }
 

@@ -1,10 +1,11 @@
-// sixteen_bit.cpp - the fp16 / bf16 codec body: the payload is n
-// little-endian 16-bit words, and the view is those words widened again.
-#include "codec/sixteen_bit.hpp"
-
+// sixteen_bit.cpp - the fp16 / bf16 codec: the payload is n little-endian
+// 16-bit words, and the view is those words widened again. Each method's
+// format (its bulk conversions, half.cpp) is in its row (methods.cpp).
 #include <algorithm>
 #include <string>
 
+#include "codec/codecs.hpp"
+#include "codec/methods.hpp"
 #include "codec/payload.hpp"
 
 namespace zring::codec::detail {
@@ -20,7 +21,6 @@ class SixteenBitCodec final : public Codec {
       : method_(method), format_(format) {}
 
   const CompressionMethod& method() const noexcept override { return method_; }
-  Summation summation() const noexcept override { return Summation::rounded_half; }
 
   CompressedGradient compress(const float* x, std::size_t n, const CodecContext&) const override {
     CompressedGradient g = start_gradient(method_, n);
@@ -64,9 +64,8 @@ class SixteenBitCodec final : public Codec {
 
 }  // namespace
 
-std::unique_ptr<Codec> make_sixteen_bit_codec(const CompressionMethod& method,
-                                              SixteenBitFormat format) {
-  return std::make_unique<SixteenBitCodec>(method, format);
+std::unique_ptr<Codec> make_sixteen_bit_codec(const CompressionMethod& method) {
+  return std::make_unique<SixteenBitCodec>(method, method_row(method.kind()).words);
 }
 
 }  // namespace zring::codec::detail

@@ -19,7 +19,6 @@ class ThresholdCodec final : public Codec {
       : method_(method), t_(method.threshold_value()) {}
 
   const CompressionMethod& method() const noexcept override { return method_; }
-  Summation summation() const noexcept override { return Summation::sparse; }
 
   CompressedGradient compress(const float* x, std::size_t n, const CodecContext&) const override {
     detail::check_indexable(method_, n);

@@ -336,7 +336,6 @@ class TopkCodec final : public Codec {
   explicit TopkCodec(const CompressionMethod& method) : method_(method) {}
 
   const CompressionMethod& method() const noexcept override { return method_; }
-  Summation summation() const noexcept override { return Summation::sparse; }
 
   CompressedGradient compress(const float* x, std::size_t n, const CodecContext&) const override {
     detail::check_indexable(method_, n);

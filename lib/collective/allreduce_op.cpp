@@ -6,6 +6,7 @@
 #include <string>
 #include <zring/error.hpp>
 
+#include "codec/methods.hpp"
 #include "collective/plan.hpp"
 #include "collective/ring_allgather.hpp"
 #include "wire/wire.hpp"
@@ -17,12 +18,12 @@ namespace {
 // helper thread: the hand-over costs tens of microseconds.
 constexpr std::size_t kPrepareBesideElems = std::size_t{1} << 18;
 
-// The schedule follows from how the method's codec sums (codec.hpp), so a
-// new method needs only its codec: the registry knows it, and its
-// Summation picks the plan.
+// The schedule follows from how the method sums: the Summation of its row
+// in the table of methods (codec/methods.cpp), so a new method needs only
+// its row and its codec.
 std::unique_ptr<MethodPlan> make_plan(PlanInputs& in) {
   if (in.input.manifest.kind == OpKind::broadcast) return make_broadcast_plan(in);
-  switch (codec::make_codec(in.input.method.base())->summation()) {
+  switch (codec::method_row(in.input.method.kind()).summation) {
     case codec::Summation::dense_float:
     case codec::Summation::rounded_half:
       return make_dense_plan(in);

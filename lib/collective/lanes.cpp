@@ -11,10 +11,7 @@ void HalfLane::encode(const float* acc, std::size_t n, std::uint8_t* out) const 
   std::uint16_t tmp[kBatch];
   for (std::size_t i = 0; i < n; i += kBatch) {
     const std::size_t m = std::min(kBatch, n - i);
-    if (bf16)
-      codec::floats_to_bf16s(acc + i, m, tmp);
-    else
-      codec::floats_to_halves(acc + i, m, tmp);
+    words.encode(acc + i, m, tmp);
     std::memcpy(out + 2 * i, tmp, 2 * m);
   }
 }
@@ -24,10 +21,7 @@ void HalfLane::decode(const std::uint8_t* in, std::size_t n, float* out) const n
   for (std::size_t i = 0; i < n; i += kBatch) {
     const std::size_t m = std::min(kBatch, n - i);
     std::memcpy(tmp, in + 2 * i, 2 * m);
-    if (bf16)
-      codec::bf16s_to_floats(tmp, m, out + i);
-    else
-      codec::halves_to_floats(tmp, m, out + i);
+    words.decode(tmp, m, out + i);
   }
 }
 

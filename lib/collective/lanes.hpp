@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "codec/codec.hpp"
+#include "codec/methods.hpp"
 
 namespace zring::collective {
 
@@ -38,11 +39,12 @@ struct FloatLane {
   }
 };
 
-// float32 partial sums sent as IEEE half or bfloat16: every hop rounds.
+// float32 partial sums sent as 16-bit words (IEEE half or bfloat16, the
+// method's words in its row of codec/methods.cpp): every hop rounds.
 struct HalfLane {
   using Acc = float;
   static constexpr bool kRounds = true;
-  bool bf16 = false;
+  codec::SixteenBitFormat words;
   [[nodiscard]] HalfLane carrying(std::size_t /*nodes*/) const noexcept { return *this; }
   [[nodiscard]] std::size_t wire_bytes(std::size_t n) const noexcept { return n * 2; }
   void encode(const float* acc, std::size_t n, std::uint8_t* out) const noexcept;

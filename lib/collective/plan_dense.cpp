@@ -1,7 +1,11 @@
 // The dense methods: none (float32 sums) and fp16 / bf16 (16-bit partial
 // sums, rounded at every hop: the one documented exception to exactness).
+// Which is which, and the 16-bit words, come from the method's row in the
+// table of methods (codec/methods.cpp): Summation::dense_float or
+// rounded_half.
 #include <vector>
 
+#include "codec/methods.hpp"
 #include "collective/gather_allreduce.hpp"
 #include "collective/plan.hpp"
 
@@ -12,7 +16,9 @@ class DensePlan final : public MethodPlan {
  public:
   explicit DensePlan(PlanInputs& in)
       : in_(in),
-        kind_(in.input.method.kind()),
+        floats_(codec::method_row(in.input.method.kind()).summation ==
+                codec::Summation::dense_float),
+        words_(codec::method_row(in.input.method.kind()).words),
         gather_(gathers(in.elements() * sizeof(float), in.link.nodes(), in.op.ring),
                 in.link.nodes()) {}
 
@@ -29,12 +35,11 @@ class DensePlan final : public MethodPlan {
 
   // One float32 rank without feedback is summed where it arrives.
   bool streams_input() const override {
-    return !gather_.on() && kind_ == CompressionKind::none && in_.input.ranks.size() == 1 &&
-           !in_.feedback();
+    return !gather_.on() && floats_ && in_.input.ranks.size() == 1 && !in_.feedback();
   }
 
   // One float32 rank returns its input as the node's sum after staging.
-  bool input_unread_after_feedback() const override { return kind_ != CompressionKind::none; }
+  bool input_unread_after_feedback() const override { return !floats_; }
 
   void execute(const std::vector<NodeSummary>&, float* result) override {
     const std::size_t n = in_.elements();
@@ -42,12 +47,10 @@ class DensePlan final : public MethodPlan {
     if (gather_.on()) {
       std::vector<float>& all = in_.work.gathered;
       gather_.floats(in_.link, n, all);
-      if (kind_ == CompressionKind::none) {
+      if (floats_) {
         gather_allreduce(FloatLane{}, in_.link.nodes(), all.data(), result, n, world);
       } else {
-        HalfLane lane;
-        lane.bf16 = kind_ == CompressionKind::bf16;
-        gather_allreduce(lane, in_.link.nodes(), all.data(), result, n, world);
+        gather_allreduce(HalfLane{words_}, in_.link.nodes(), all.data(), result, n, world);
       }
       if (in_.input.staging) in_.input.staging->publish_prefix(n);
       return;
@@ -59,16 +62,14 @@ class DensePlan final : public MethodPlan {
       return;
     }
     const float* local = local_sum(n);
-    if (kind_ == CompressionKind::none) {
+    if (floats_) {
       // Values straight from rank 0's buffer can be sent from there.
       const bool own = !in_.input.ranks.empty() && local == in_.input.ranks[0];
       ring_allreduce(in_.link, FloatLane{}, local, result, n, in_.op.ring, in_.stats, world,
                      own ? in_.input.rank0_owner : nullptr, in_.input.staging);
     } else {
-      HalfLane lane;
-      lane.bf16 = kind_ == CompressionKind::bf16;
-      ring_allreduce(in_.link, lane, local, result, n, in_.op.ring, in_.stats, world, nullptr,
-                     in_.input.staging);
+      ring_allreduce(in_.link, HalfLane{words_}, local, result, n, in_.op.ring, in_.stats, world,
+                     nullptr, in_.input.staging);
     }
   }
 
@@ -77,7 +78,7 @@ class DensePlan final : public MethodPlan {
   // uncompressed rank is used in place, without a copy.
   const float* local_sum(std::size_t n) {
     const std::size_t ranks = in_.x.size();
-    if (ranks == 1 && kind_ == CompressionKind::none) {
+    if (ranks == 1 && floats_) {
       if (in_.feedback()) in_.update_feedback(0, in_.x[0]);  // nothing is dropped
       return in_.x[0];
     }
@@ -95,23 +96,19 @@ class DensePlan final : public MethodPlan {
   }
 
   void round_trip(const float* x, std::size_t n, float* out) {
-    if (kind_ == CompressionKind::none) {
+    if (floats_) {
       std::copy(x, x + n, out);
       return;
     }
     std::uint16_t* h = sized(in_.work.halves, n);
-    if (kind_ == CompressionKind::bf16) {
-      codec::floats_to_bf16s(x, n, h);
-      codec::bf16s_to_floats(h, n, out);
-    } else {
-      codec::floats_to_halves(x, n, h);
-      codec::halves_to_floats(h, n, out);
-    }
+    words_.encode(x, n, h);
+    words_.decode(h, n, out);
   }
 
   PlanInputs& in_;
-  CompressionKind kind_;
-  GatheredValues gather_;  // a small op: one round (gather_allreduce.hpp)
+  bool floats_;                    // none: float32 values and sums
+  codec::SixteenBitFormat words_;  // fp16 / bf16: the 16-bit words
+  GatheredValues gather_;          // a small op: one round (gather_allreduce.hpp)
 };
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <vector>
 #include <zring/error.hpp>
 
+#include "codec/methods.hpp"
 #include "codec/sparse.hpp"
 #include "collective/float_sum.hpp"
 #include "collective/plan.hpp"
@@ -327,7 +328,7 @@ std::size_t sparse_frames(const NodeSummary& summary, const RingOptions& options
   if (summary.failure) return 0;
   try {
     const CompressionKind kind = CompressionMethod::parse(summary.manifest.method).kind();
-    if (kind != CompressionKind::topk && kind != CompressionKind::threshold) return 0;
+    if (codec::method_row(kind).summation != codec::Summation::sparse) return 0;
   } catch (const std::exception&) {
     return 0;
   }

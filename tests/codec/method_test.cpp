@@ -288,3 +288,49 @@ BOOST_AUTO_TEST_CASE(to_dense_scatters_the_view) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The exact sentences, so that where they are made may move without them
+// changing.
+BOOST_AUTO_TEST_CASE(error_texts_are_pinned) {
+  const std::string accepted =
+      " (accepted: none | fp16 | bf16 | topk:K | topk:R% | randomk:K | randomk:R% | "
+      "threshold:T | quant:B with B in 1..16 | sign | ef:<one of these>)";
+  const auto message_of = [](const auto& f) -> std::string {
+    try {
+      f();
+    } catch (const zring::Error& e) {
+      return e.code() == ErrorCode::invalid_argument ? e.what() : "wrong code";
+    }
+    return "no error";
+  };
+  const auto parse_error = [&](const std::string& text) {
+    return message_of([&] { (void)CompressionMethod::parse(text); });
+  };
+  BOOST_TEST(parse_error("zip") == "compression method 'zip': unknown method 'zip'" + accepted);
+  BOOST_TEST(parse_error("fp16:2") ==
+             "compression method 'fp16:2': 'fp16' takes no parameter" + accepted);
+  BOOST_TEST(parse_error("signsgd:1") ==
+             "compression method 'signsgd:1': 'signsgd' takes no parameter" + accepted);
+  BOOST_TEST(parse_error("quantization") ==
+             "compression method 'quantization': 'quantization' needs a parameter" + accepted);
+  BOOST_TEST(parse_error("ef:ef:sign") ==
+             "compression method 'ef:ef:sign': error feedback cannot be nested" + accepted);
+  BOOST_TEST(parse_error("ef") ==
+             "compression method 'ef': error feedback needs a method to wrap" + accepted);
+  BOOST_TEST(parse_error("quant:17") ==
+             "compression method 'quant:17': quantization takes 1..16 bits" + accepted);
+  BOOST_TEST(parse_error("topk:0") ==
+             "compression method 'topk:0': the count must be at least 1" + accepted);
+  BOOST_TEST(parse_error("randomk:0%") ==
+             "compression method 'randomk:0%': the percentage must be above 0% and at most 100%" +
+                 accepted);
+  BOOST_TEST(parse_error("threshold:x") ==
+             "compression method 'threshold:x': the threshold must be a finite number >= 0" +
+                 accepted);
+  BOOST_TEST(message_of([] { (void)CompressionMethod::topk(0); }) ==
+             "compression method: topk needs k >= 1, got 0" + accepted);
+  BOOST_TEST(message_of([] { (void)CompressionMethod::randomk_ratio(2.0); }) ==
+             "compression method: randomk ratio must be in (0, 1], got 2" + accepted);
+  BOOST_TEST(message_of([] { (void)CompressionMethod::quantization(0); }) ==
+             "compression method: quantization needs 1..16 bits, got 0" + accepted);
+}

@@ -8,9 +8,11 @@ and dies with the test process if that is killed (PR_SET_PDEATHSIG).
 
 import os
 import sys
+import threading
 
 import pytest
 
+import zring
 from zring.local_ring import LocalRing, spawn, stop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -104,3 +106,29 @@ def read(path, mode="r"):
             return f.read()
     except OSError:
         return b"" if "b" in mode else ""
+
+
+def on_every_rank(ring, method, work, timeout_ms=20000):
+    """work(ar) on one thread per rank of ring, each with its own connection
+    (rank r is local rank r % local_ranks of node r // local_ranks): the
+    results by rank. The ranks wait for each other inside the ops, so this
+    also shows the GIL is released there."""
+    results, errors = {}, []
+
+    def rank(r):
+        try:
+            with zring.CompressedAllReduce.connect(ring.ipc(r // ring.local_ranks), method,
+                                                   local_rank=r % ring.local_ranks,
+                                                   timeout_ms=timeout_ms) as ar:
+                results[ar.rank] = work(ar)
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(ring.world_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sorted(results) == list(range(ring.world_size))
+    return results

@@ -5,7 +5,6 @@ and optimizers that differ (one of them a fresh joiner that never stepped)
 bit-identical to root's, after which training keeps them identical."""
 
 import pickle
-import threading
 
 import numpy as np
 import pytest
@@ -13,30 +12,7 @@ import torch
 
 import zring
 import zring.torch
-
-
-def on_every_rank(ring, method, work, timeout_ms=20000):
-    """work(ar) on one thread per rank, each with its own connection: the
-    results by rank (the GIL is released inside the ops)."""
-    results, errors = {}, []
-
-    def rank(r):
-        try:
-            with zring.CompressedAllReduce.connect(ring.ipc(r // ring.local_ranks), method,
-                                                   local_rank=r % ring.local_ranks,
-                                                   timeout_ms=timeout_ms) as ar:
-                results[ar.rank] = work(ar)
-        except Exception as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=rank, args=(r,)) for r in range(ring.world_size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    assert sorted(results) == list(range(ring.world_size))
-    return results
+from conftest import on_every_rank
 
 
 def odd_tensors(rank):

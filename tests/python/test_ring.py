@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import zring
-from conftest import read, wait_all
+from conftest import on_every_rank, read, wait_all
 from gradients import make_gradients
 
 SIZES = "1,7,5000,12289"
@@ -150,30 +150,6 @@ def test_ring_errors_reach_python_as_zring_error(local_ring):
         ar.all_reduce({"w": np.ones(10, np.float32)})
     assert caught.value.kind in ("peer_lost", "timeout", "aborted", "ring_changed"), caught.value
     ar.close()
-
-
-def on_every_rank(ring, method, work, timeout_ms=20000):
-    """work(ar) on one thread per node, each with its own connection: the
-    results by rank. (The ranks wait for each other inside the ops, so this
-    also shows the GIL is released there.)"""
-    results, errors = {}, []
-
-    def rank(node):
-        try:
-            with zring.CompressedAllReduce.connect(ring.ipc(node), method,
-                                                   timeout_ms=timeout_ms) as ar:
-                results[ar.rank] = work(ar)
-        except Exception as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=rank, args=(n,)) for n in range(ring.world_size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    assert sorted(results) == list(range(ring.world_size))
-    return results
 
 
 def test_in_place_dicts_may_change_their_shapes_between_ops(local_ring):
