@@ -1,4 +1,4 @@
-// api_test_util.hpp - gradients and independent reference computations for
+// client_test_util.hpp - gradients and independent reference computations for
 // the CompressedAllReduce tests.
 #pragma once
 
