@@ -1,4 +1,4 @@
-// codec_common_test.cpp - what every codec promises, for every method and
+// test_codec_common.cpp - what every codec promises, for every method and
 // sizes around the block edges: the fields compress fills, the payload
 // layout's size, decode reproducing the view bit for bit, determinism.
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <zring/error.hpp>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionKind;

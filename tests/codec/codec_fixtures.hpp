@@ -1,4 +1,5 @@
-// test_util.hpp - helpers shared by the codec tests.
+// codec_fixtures.hpp - what the codec tests share: sample values and
+// methods, and the layouts and checks they compare against.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
-// test_util.cpp - helpers shared by the codec tests.
-#include "test_util.hpp"
+// codec_fixtures.cpp - what the codec tests share (codec_fixtures.hpp).
+#include "codec_fixtures.hpp"
 
 #include <cmath>
 #include <cstring>
