@@ -15,11 +15,6 @@ std::vector<float> normal_values(std::size_t n, std::uint64_t seed, float scale)
   return v;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
 CompressedGradient decoded_copy(const Codec& codec, const CompressedGradient& g) {
   CompressedGradient r;
   r.method = g.method;

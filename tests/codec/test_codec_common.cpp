@@ -26,20 +26,6 @@ bool is_dense_kind(CompressionKind kind) {
          kind == CompressionKind::signsgd;
 }
 
-unsigned expected_value_bits(const CompressionMethod& m) {
-  switch (m.kind()) {
-    case CompressionKind::fp16:
-    case CompressionKind::bf16:
-      return 16;
-    case CompressionKind::quantization:
-      return m.bits();
-    case CompressionKind::signsgd:
-      return 1;
-    default:
-      return 32;
-  }
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(codec_common)
@@ -57,7 +43,7 @@ BOOST_AUTO_TEST_CASE(compress_fills_every_field) {
         BOOST_TEST((g.method == m));
         BOOST_TEST(g.original_size == n);
         BOOST_TEST((g.shape == std::vector<std::size_t>{n}));
-        BOOST_TEST(g.value_bits == expected_value_bits(m));
+        BOOST_TEST(g.value_bits == zring::testing::expected_value_bits(m));
         BOOST_TEST(g.payload_bytes() == t::layout_bytes(g));
         const double ratio = n == 0 ? 1.0 : static_cast<double>(g.payload.size()) / (4.0 * n);
         BOOST_TEST(g.compression_ratio == ratio);
