@@ -18,6 +18,7 @@
 #include "codec/sparse.hpp"
 #include "codec_input.hpp"
 #include "fuzz_check.hpp"
+#include "support/codec_views.hpp"
 
 namespace {
 
@@ -25,11 +26,8 @@ using zring::CompressedGradient;
 using zring::CompressionKind;
 namespace codec = zring::codec;
 namespace fuzz = zring::fuzz;
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
+using zring::testing::expected_value_bits;
+using zring::testing::same_bits;
 
 std::uint32_t load_u32(const std::uint8_t* p) {
   return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
@@ -53,20 +51,6 @@ void put_f32(std::vector<std::uint8_t>& out, float v) {
 bool is_sparse(CompressionKind kind) {
   return kind == CompressionKind::topk || kind == CompressionKind::threshold ||
          kind == CompressionKind::randomk;
-}
-
-unsigned expected_value_bits(const zring::CompressionMethod& m) {
-  switch (m.kind()) {
-    case CompressionKind::fp16:
-    case CompressionKind::bf16:
-      return 16;
-    case CompressionKind::quantization:
-      return m.bits();
-    case CompressionKind::signsgd:
-      return 1;
-    default:
-      return 32;
-  }
 }
 
 // The view's shape: what codec.hpp and compression.hpp promise of any view.

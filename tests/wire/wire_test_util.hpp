@@ -9,6 +9,7 @@
 #include <zring/error.hpp>
 #include <zring/tensor.hpp>
 
+#include "support/error_code.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::wire_test {
@@ -37,18 +38,9 @@ RawEntry raw_entry(const std::string& name, const CompressedGradient& g);
 Bytes pack_message(const std::vector<RawEntry>& entries,
                    std::uint64_t version = zring::wire::kWireVersion, std::uint64_t type = 1);
 
-// Runs f and returns the code of the zring::Error it throws; fails the
-// test when it throws nothing (other exceptions propagate and fail it too).
-template <typename F>
-ErrorCode code_of(F&& f, std::string* message = nullptr) {
-  try {
-    f();
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return e.code();
-  }
-  throw std::logic_error("expected a zring::Error, nothing was thrown");
-}
+// The code of the zring::Error a call throws (it fails the test when the
+// call throws nothing): tests/support.
+using zring::testing::code_of;
 
 // Field-by-field equality of two compressed maps (payload bytes included);
 // reports the first difference through Boost.Test.

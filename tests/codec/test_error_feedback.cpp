@@ -1,7 +1,5 @@
-// error_feedback_test.cpp - the residual: what compression dropped is sent
+// test_error_feedback.cpp - the residual: what compression dropped is sent
 // later, nothing is lost for good, and one overflow does not poison it.
-#include "codec/error_feedback.hpp"
-
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -10,7 +8,8 @@
 #include <vector>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec/error_feedback.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;

@@ -1,4 +1,4 @@
-// quantization_test.cpp - b-bit affine codes: the grid in the payload, and
+// test_quantization.cpp - b-bit affine codes: the grid in the payload, and
 // every value within step/2 of its input.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;

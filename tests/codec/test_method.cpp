@@ -1,4 +1,4 @@
-// method_test.cpp - CompressionMethod: factories, text form, kept_for.
+// test_method.cpp - CompressionMethod: factories, text form, kept_for.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -8,7 +8,7 @@
 #include <zring/compression.hpp>
 #include <zring/error.hpp>
 
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressionKind;
 using zring::CompressionMethod;

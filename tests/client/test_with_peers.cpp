@@ -2,7 +2,7 @@
 // rank compressed, and every way the peers' contributions can be wrong.
 #include <boost/test/unit_test.hpp>
 
-#include "api_test_util.hpp"
+#include "client_test_util.hpp"
 
 namespace at = zring::api_test;
 using zring::CompressedAllReduce;

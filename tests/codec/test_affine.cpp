@@ -1,4 +1,4 @@
-// affine_test.cpp - the AffineCodec face of quantization and signsgd, which
+// test_affine.cpp - the AffineCodec face of quantization and signsgd, which
 // the ring uses to put every rank on one grid and sum codes exactly.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;

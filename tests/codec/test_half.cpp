@@ -1,4 +1,4 @@
-// half_test.cpp - float32 <-> binary16 / bfloat16 conversions, checked
+// test_half.cpp - float32 <-> binary16 / bfloat16 conversions, checked
 // exhaustively where the domain is 16 bits and against an independent
 // round-to-nearest-even reference elsewhere.
 #include <algorithm>

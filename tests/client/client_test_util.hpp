@@ -1,4 +1,4 @@
-// api_test_util.hpp - gradients and independent reference computations for
+// client_test_util.hpp - gradients and independent reference computations for
 // the CompressedAllReduce tests.
 #pragma once
 
@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 #include <zring/zring.hpp>
+
+#include "support/error_code.hpp"
 
 namespace zring::api_test {
 
@@ -46,17 +48,8 @@ inline std::vector<float> scatter(const CompressedGradient& g) {
   return dense;
 }
 
-// Runs f, returns the code of the zring::Error it throws (message in *what).
-template <typename F>
-ErrorCode code_of(F&& f, std::string* what = nullptr) {
-  try {
-    f();
-  } catch (const Error& e) {
-    if (what) *what = e.what();
-    return e.code();
-  }
-  throw std::logic_error("expected a zring::Error, nothing was thrown");
-}
+// The code of the zring::Error a call throws: tests/support.
+using zring::testing::code_of;
 
 inline bool mentions(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

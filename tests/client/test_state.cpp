@@ -2,7 +2,7 @@
 // error-feedback residual per tensor and the step that seeds randomk.
 #include <boost/test/unit_test.hpp>
 
-#include "api_test_util.hpp"
+#include "client_test_util.hpp"
 
 namespace at = zring::api_test;
 using zring::CompressedAllReduce;

@@ -1,4 +1,4 @@
-// signsgd_test.cpp - one sign bit per element and the block's mean |x|.
+// test_signsgd.cpp - one sign bit per element and the block's mean |x|.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;

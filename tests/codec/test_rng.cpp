@@ -1,8 +1,6 @@
-// rng_test.cpp - the portable generator behind randomk, random_indices and
+// test_rng.cpp - the portable generator behind randomk, random_indices and
 // tensor_seed. Every rank must draw the same indices, so the exact outputs
 // are pinned: a change here breaks mixed-version rings.
-#include "codec/rng.hpp"
-
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
@@ -11,7 +9,8 @@
 #include <zring/error.hpp>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec/rng.hpp"
+#include "codec_fixtures.hpp"
 
 namespace codec = zring::codec;
 using codec::detail::Xoshiro256;

@@ -1,4 +1,4 @@
-// topk_test.cpp - topk keeps exactly the k largest magnitudes, lower index
+// test_topk.cpp - topk keeps exactly the k largest magnitudes, lower index
 // first among ties, checked against a full sort.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;

@@ -4,7 +4,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 
-#include "api_test_util.hpp"
+#include "client_test_util.hpp"
 #include "codec/codec.hpp"
 
 namespace at = zring::api_test;

@@ -1,4 +1,5 @@
-// test_util.hpp - helpers shared by the codec tests.
+// codec_fixtures.hpp - what the codec tests share: sample values and
+// methods, and the layouts and checks they compare against.
 #pragma once
 
 #include <cstddef>
@@ -9,28 +10,20 @@
 #include <zring/error.hpp>
 
 #include "codec/codec.hpp"
+#include "support/codec_views.hpp"
+#include "support/error_code.hpp"
 
 namespace zring::codec::test {
 
 // n values drawn from N(0, scale^2), the same for the same seed.
 std::vector<float> normal_values(std::size_t n, std::uint64_t seed, float scale = 1.0f);
 
-// Bitwise equality (so nan == nan when the bits agree, and -0 != +0).
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
+// Bitwise equality, and whether a call throws a given code: tests/support.
+using zring::testing::same_bits;
+using zring::testing::throws_code;
 
 // A copy of g with only what travels (method, size, payload), decoded.
 CompressedGradient decoded_copy(const Codec& codec, const CompressedGradient& g);
-
-// True when calling f throws zring::Error with the given code.
-template <class F>
-bool throws_code(F&& f, ErrorCode code) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code() == code;
-  }
-  return false;
-}
 
 // True when decoding payload for a tensor of n elements is rejected as
 // malformed_message (and nothing else is thrown).

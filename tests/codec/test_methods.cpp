@@ -1,9 +1,7 @@
-// methods_test.cpp - the table of methods (codec/methods.hpp), row by row:
+// test_methods.cpp - the table of methods (codec/methods.hpp), row by row:
 // each method reads back from the text it prints, under both of its names
 // and with error feedback; it makes a codec of itself; its parameter form,
 // summation and 16-bit words agree with what its codec does.
-#include "codec/methods.hpp"
-
 #include <boost/test/unit_test.hpp>
 #include <set>
 #include <string>
@@ -11,7 +9,8 @@
 #include <zring/compression.hpp>
 #include <zring/error.hpp>
 
-#include "test_util.hpp"
+#include "codec/methods.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressionKind;
 using zring::CompressionMethod;

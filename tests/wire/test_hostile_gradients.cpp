@@ -1,4 +1,4 @@
-// test_hostile.cpp - hand-built messages that lie about their sizes, break
+// test_hostile_gradients.cpp - hand-built messages that lie about their sizes, break
 // the layout or the rules; each must throw zring::Error, never crash or
 // allocate what it claims.
 #include <boost/test/unit_test.hpp>

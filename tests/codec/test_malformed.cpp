@@ -1,4 +1,4 @@
-// malformed_test.cpp - decode() is the validating inverse used on network
+// test_malformed.cpp - decode() is the validating inverse used on network
 // input: every bad payload is an Error(malformed_message), never a crash,
 // an out-of-range read or an allocation the payload does not justify.
 #include <algorithm>
@@ -12,7 +12,7 @@
 
 #include "codec/codec.hpp"
 #include "codec/sparse.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;

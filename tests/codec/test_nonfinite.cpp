@@ -1,4 +1,4 @@
-// nonfinite_test.cpp - inf and nan never come out finite, whatever the codec,
+// test_nonfinite.cpp - inf and nan never come out finite, whatever the codec,
 // so a loss scaler downstream still sees the overflow.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionKind;

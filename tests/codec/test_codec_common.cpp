@@ -1,4 +1,4 @@
-// codec_common_test.cpp - what every codec promises, for every method and
+// test_codec_common.cpp - what every codec promises, for every method and
 // sizes around the block edges: the fields compress fills, the payload
 // layout's size, decode reproducing the view bit for bit, determinism.
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <zring/error.hpp>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionKind;
@@ -24,20 +24,6 @@ bool is_dense_kind(CompressionKind kind) {
   return kind == CompressionKind::none || kind == CompressionKind::fp16 ||
          kind == CompressionKind::bf16 || kind == CompressionKind::quantization ||
          kind == CompressionKind::signsgd;
-}
-
-unsigned expected_value_bits(const CompressionMethod& m) {
-  switch (m.kind()) {
-    case CompressionKind::fp16:
-    case CompressionKind::bf16:
-      return 16;
-    case CompressionKind::quantization:
-      return m.bits();
-    case CompressionKind::signsgd:
-      return 1;
-    default:
-      return 32;
-  }
 }
 
 }  // namespace
@@ -57,7 +43,7 @@ BOOST_AUTO_TEST_CASE(compress_fills_every_field) {
         BOOST_TEST((g.method == m));
         BOOST_TEST(g.original_size == n);
         BOOST_TEST((g.shape == std::vector<std::size_t>{n}));
-        BOOST_TEST(g.value_bits == expected_value_bits(m));
+        BOOST_TEST(g.value_bits == zring::testing::expected_value_bits(m));
         BOOST_TEST(g.payload_bytes() == t::layout_bytes(g));
         const double ratio = n == 0 ? 1.0 : static_cast<double>(g.payload.size()) / (4.0 * n);
         BOOST_TEST(g.compression_ratio == ratio);

@@ -1,4 +1,4 @@
-// bitpack_test.cpp - pack_bits / unpack_bits for every width, against a
+// test_bitpack.cpp - pack_bits / unpack_bits for every width, against a
 // bit-at-a-time reference of the LSB-first stream.
 #include <boost/test/unit_test.hpp>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// dense_test.cpp - none, fp16 and bf16: exact layouts and error bounds.
+// test_dense.cpp - none, fp16 and bf16: exact layouts and error bounds.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;

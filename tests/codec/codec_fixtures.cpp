@@ -1,5 +1,5 @@
-// test_util.cpp - helpers shared by the codec tests.
-#include "test_util.hpp"
+// codec_fixtures.cpp - what the codec tests share (codec_fixtures.hpp).
+#include "codec_fixtures.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -13,11 +13,6 @@ std::vector<float> normal_values(std::size_t n, std::uint64_t seed, float scale)
   std::vector<float> v(n);
   for (float& e : v) e = normal(rng);
   return v;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 CompressedGradient decoded_copy(const Codec& codec, const CompressedGradient& g) {

@@ -1,4 +1,4 @@
-// threshold_test.cpp - threshold keeps exactly the pairs with |x| > t.
+// test_threshold.cpp - threshold keeps exactly the pairs with |x| > t.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;

@@ -1,4 +1,4 @@
-// topk_sparse_test.cpp - topk of mostly-zero tensors (averaged sparse
+// test_topk_sparse.cpp - topk of mostly-zero tensors (averaged sparse
 // gradients, embeddings) keeps the same set as on any other input: the k
 // largest keys (|x| as a bit pattern, so nan above inf and +0 == -0), the
 // lower index first among ties - which, when fewer than k values are
@@ -15,7 +15,7 @@
 
 #include "codec/codec.hpp"
 #include "codec/sparse.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;

@@ -1,4 +1,4 @@
-// randomk_test.cpp - randomk sends the values at the seed's indices, and
+// test_randomk.cpp - randomk sends the values at the seed's indices, and
 // inf/nan wherever they are.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "codec/codec.hpp"
-#include "test_util.hpp"
+#include "codec_fixtures.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;

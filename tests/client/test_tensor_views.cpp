@@ -1,0 +1,94 @@
+// test_tensor_views.cpp - lib/client/tensor_views: how all_reduce_in_place
+// checks TensorViews and puts them in fusion (name) order, without a daemon.
+#include <boost/test/unit_test.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <zring/error.hpp>
+#include <zring/tensor.hpp>
+
+#include "client/tensor_views.hpp"
+#include "client_test_util.hpp"
+
+using zring::ErrorCode;
+using zring::TensorView;
+using zring::TensorViews;
+using zring::api_test::code_of;
+using zring::api_test::mentions;
+using zring::client::fuse_order;
+using zring::client::FusedView;
+
+BOOST_AUTO_TEST_SUITE(tensor_views)
+
+BOOST_AUTO_TEST_CASE(views_are_fused_in_name_order_one_after_another) {
+  std::vector<float> a(6), b(1), c(5);
+  const TensorViews views = {
+      {"fc.bias", {5}, c.data()}, {"conv.weight", {2, 3}, a.data()}, {"scale", {}, b.data()}};
+  const std::vector<FusedView> fused = fuse_order(views);
+  BOOST_TEST_REQUIRE(fused.size() == 3u);
+  BOOST_TEST(fused[0].view->name == "conv.weight");
+  BOOST_TEST(fused[0].numel == 6u);
+  BOOST_TEST(fused[0].offset == 0u);
+  BOOST_TEST(fused[1].view->name == "fc.bias");
+  BOOST_TEST(fused[1].numel == 5u);
+  BOOST_TEST(fused[1].offset == 6u);
+  BOOST_TEST(fused[2].view->name == "scale");  // a scalar: one value
+  BOOST_TEST(fused[2].numel == 1u);
+  BOOST_TEST(fused[2].offset == 11u);
+  // The views themselves, not copies.
+  BOOST_TEST(fused[0].view == &views[1]);
+  const zring::TensorShapes shapes = zring::client::shapes_of(fused);
+  BOOST_TEST(shapes.size() == 3u);
+  BOOST_TEST((shapes.at("conv.weight") == std::vector<std::size_t>{2, 3}));
+  BOOST_TEST(shapes.at("scale").empty());
+}
+
+BOOST_AUTO_TEST_CASE(no_views_and_empty_tensors_are_fine) {
+  BOOST_TEST(fuse_order({}).empty());
+  // No values, so no data is needed.
+  const std::vector<FusedView> fused =
+      fuse_order({{"empty", {4, 0}, nullptr}, {"a", {0}, nullptr}});
+  BOOST_TEST_REQUIRE(fused.size() == 2u);
+  BOOST_TEST(fused[0].view->name == "a");
+  BOOST_TEST(fused[1].numel == 0u);
+  BOOST_TEST(fused[1].offset == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_name_twice_is_refused_naming_it) {
+  std::vector<float> x(3);
+  std::string what;
+  BOOST_TEST(
+      (code_of(
+           [&] {
+             (void)fuse_order({{"w", {3}, x.data()}, {"b", {1}, x.data()}, {"w", {2}, x.data()}});
+           },
+           &what) == ErrorCode::invalid_argument));
+  BOOST_TEST(mentions(what, "tensor 'w' is named twice"), what);
+}
+
+BOOST_AUTO_TEST_CASE(values_without_data_are_refused_naming_the_tensor) {
+  std::string what;
+  BOOST_TEST((code_of(
+                  [&] {
+                    (void)fuse_order({{"grad", {2, 2}, nullptr}});
+                  },
+                  &what) == ErrorCode::invalid_argument));
+  BOOST_TEST(mentions(what, "tensor 'grad' has no data (a null pointer)"), what);
+}
+
+BOOST_AUTO_TEST_CASE(a_tensor_indices_cannot_address_is_refused) {
+  std::vector<float> x(1);
+  std::string what;
+  // 2^16 x 2^16 = 2^32 values: one more than a tensor may have.
+  BOOST_TEST((code_of(
+                  [&] {
+                    (void)fuse_order({{"huge", {65536, 65536}, x.data()}});
+                  },
+                  &what) == ErrorCode::invalid_argument));
+  BOOST_TEST(mentions(what, "tensor 'huge' has more than 2^32 - 1 values"), what);
+  // 2^32 - 1 values are allowed (only counted: nothing is read).
+  const std::vector<FusedView> most = fuse_order({{"most", {65535, 65537}, x.data()}});
+  BOOST_TEST(most.at(0).numel == std::size_t{65535} * 65537);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,540 @@
+// test_ring_link.cpp - one RingLink conformance suite, run over both links:
+// the in-process ring (collective/inproc_link.hpp) and ZmqRing on 127.0.0.1
+// (transport/zmq_ring.hpp), as Gloo's transport tests and tensorpipe's
+// connection tests run one suite over every transport.
+//
+// Each case runs one op on a ring of threads (one per node). What every
+// link must do: messages from the predecessor arrive in order and intact
+// (0 bytes to several MiB), every node sends and receives at once, a ring
+// collective gives the exact sums, and recv throws timeout naming the
+// predecessor when it is silent. Where the links differ they say so: when a
+// peer goes away, the in-process ring (which has no membership) times out
+// naming it, ZmqRing fails the op with ring_changed naming it.
+#include <atomic>
+#include <barrier>
+#include <boost/mpl/list.hpp>
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+#include <zring/error.hpp>
+
+#include "codec/error_feedback.hpp"
+#include "collective/allreduce_op.hpp"
+#include "collective/inproc_link.hpp"
+#include "collective/lanes.hpp"
+#include "collective/ring_allreduce.hpp"
+#include "collective/workspace.hpp"
+#include "proc/process.hpp"
+#include "status.hpp"
+#include "support/time_scale.hpp"
+#include "transport/zmq_ring.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using zring::Error;
+using zring::ErrorCode;
+using zring::Status;
+using zring::collective::Bytes;
+using zring::collective::ChunkTag;
+using zring::collective::Clock;
+using zring::collective::Message;
+using zring::collective::Phase;
+using zring::collective::RingLink;
+using zring::testing::scaled;
+
+// --- the links ---------------------------------------------------------------------
+
+// The in-process ring: nothing to start, and no membership: a peer that
+// goes away is only a predecessor that says nothing.
+class InprocLinks {
+ public:
+  static constexpr const char* kName = "InprocRing";
+  static constexpr ErrorCode kPeerGone = ErrorCode::timeout;
+
+  explicit InprocLinks(std::size_t nodes) : ring_(nodes) {}
+  [[nodiscard]] std::size_t nodes() const { return ring_.nodes(); }
+  RingLink& link(std::size_t n) { return ring_.link(n); }
+  void begin_op(std::size_t) {}
+  void end_op(std::size_t, const std::optional<Status>&) {}
+  void stop(std::size_t) {}  // its thread just ends
+  // How long a node waits for a peer that went away before the link says so.
+  static Clock::duration peer_gone_wait() { return scaled(500ms); }
+
+ private:
+  zring::collective::InprocRing ring_;
+};
+
+// ZmqRing on 127.0.0.1, one ZeroMQ context per node as in zringd, ports
+// from proc::free_ports. The constructor forms the ring (every node
+// services it on its own thread until all are up); each node's ZmqRing is
+// then used by one thread at a time (threads start and join in between).
+class ZmqLinks {
+ public:
+  static constexpr const char* kName = "ZmqRing";
+  static constexpr ErrorCode kPeerGone = ErrorCode::ring_changed;
+  static constexpr auto kTimeout = 2000ms;  // the membership timeout (scaled)
+  static constexpr auto kHeartbeat = 100ms;
+
+  explicit ZmqLinks(std::size_t nodes) : contexts_(nodes) {
+    // A port taken between free_ports and the bind: try other ports.
+    for (int attempt = 0;; ++attempt) {
+      try {
+        start(nodes);
+        break;
+      } catch (const Error& e) {
+        rings_.clear();
+        if (e.code() != ErrorCode::connection_failed || attempt == 2) throw;
+      }
+    }
+    form();
+  }
+  ZmqLinks(const ZmqLinks&) = delete;
+  ZmqLinks& operator=(const ZmqLinks&) = delete;
+
+  [[nodiscard]] std::size_t nodes() const { return rings_.size(); }
+  RingLink& link(std::size_t n) { return *rings_.at(n); }
+  void begin_op(std::size_t n) {
+    rings_.at(n)->between_ops();
+    (void)rings_.at(n)->begin_op();
+  }
+  void end_op(std::size_t n, const std::optional<Status>& failure) {
+    if (rings_.at(n)) rings_[n]->end_op(failure);
+  }
+  // The node's sockets close, as when its zringd exits.
+  void stop(std::size_t n) { rings_.at(n).reset(); }
+  // Silence is noticed after the membership timeout: wait a few of them.
+  static Clock::duration peer_gone_wait() { return 4 * scaled(kTimeout); }
+
+ private:
+  void start(std::size_t nodes) {
+    const std::vector<int> ports = zring::proc::free_ports(nodes);
+    zring::transport::ZmqRingOptions options;
+    for (std::size_t n = 0; n < nodes; ++n) {
+      options.names.push_back("n" + std::to_string(n));
+      options.addresses.push_back("tcp://127.0.0.1:" + std::to_string(ports[n]));
+    }
+    options.timeout = scaled(kTimeout);
+    options.heartbeat = kHeartbeat;
+    for (std::size_t n = 0; n < nodes; ++n) {
+      options.self = n;
+      rings_.push_back(std::make_unique<zring::transport::ZmqRing>(contexts_[n], options));
+    }
+  }
+
+  // Every node runs the protocol until all are up (a node that is up goes
+  // on servicing, so that what it owes the others goes out).
+  void form() {
+    const auto give_up = Clock::now() + 10 * scaled(kTimeout);
+    std::atomic<std::size_t> up{0};
+    {
+      std::vector<std::jthread> threads;
+      for (auto& ring : rings_)
+        threads.emplace_back([&, r = ring.get()] {
+          bool counted = false;
+          while (up.load() < rings_.size() && Clock::now() < give_up) {
+            r->service(std::min(give_up, Clock::now() + 20ms), nullptr);
+            if (!counted && r->up()) {
+              counted = true;
+              ++up;
+            }
+          }
+        });
+    }
+    for (auto& ring : rings_)
+      if (!ring->up())
+        throw std::runtime_error("the ZmqRing of " +
+                                 ring->label(static_cast<std::size_t>(&ring - rings_.data())) +
+                                 " did not come up: " + ring->down_reason());
+  }
+
+  std::vector<zmq::context_t> contexts_;  // outlive the rings
+  std::vector<std::unique_ptr<zring::transport::ZmqRing>> rings_;
+};
+
+using Links = boost::mpl::list<InprocLinks, ZmqLinks>;
+
+// --- running one op on every node ----------------------------------------------------
+
+// One thread per node: begin the op, meet the others (no node sends before
+// every node has begun), run body, end the op (with its failure). A node
+// that fails leaves the barrier, so no other node waits for it. Returns
+// each node's failure; the assertions are made on the test's thread.
+using Body = std::function<void(std::size_t node, RingLink& link, std::barrier<>& sync)>;
+
+template <class L>
+std::vector<std::optional<Status>> run_op(L& links, const Body& body) {
+  const std::size_t nodes = links.nodes();
+  std::barrier<> sync(static_cast<std::ptrdiff_t>(nodes));
+  std::vector<std::optional<Status>> failures(nodes);
+  std::vector<std::jthread> threads;
+  for (std::size_t n = 0; n < nodes; ++n)
+    threads.emplace_back([&, n] {
+      bool began = false;
+      try {
+        links.begin_op(n);
+        began = true;
+        sync.arrive_and_wait();
+        body(n, links.link(n), sync);
+      } catch (const Error& e) {
+        failures[n] = Status::of(e);
+      } catch (const std::exception& e) {
+        failures[n] = Status{ErrorCode::internal, e.what()};
+      }
+      if (failures[n]) sync.arrive_and_drop();
+      try {
+        if (began) links.end_op(n, failures[n]);
+      } catch (const std::exception& e) {
+        if (!failures[n]) failures[n] = Status{ErrorCode::internal, e.what()};
+      }
+    });
+  threads.clear();  // joins
+  return failures;
+}
+
+void check_no_failure(const std::vector<std::optional<Status>>& failures) {
+  for (std::size_t n = 0; n < failures.size(); ++n)
+    BOOST_TEST(!failures[n], "node " << n << ": " << (failures[n] ? failures[n]->text : ""));
+}
+
+// --- message contents ----------------------------------------------------------------
+
+// The payload of message `index` from node `from`: every byte depends on
+// both and on its offset, so a reordered, truncated or mixed-up payload differs.
+std::vector<std::uint8_t> payload_of(std::size_t from, std::size_t index, std::size_t size) {
+  std::vector<std::uint8_t> bytes(size);
+  std::uint32_t x = static_cast<std::uint32_t>(from * 7919 + index * 104729 + 1);
+  for (std::size_t i = 0; i < size; ++i) {
+    x = x * 1664525u + 1013904223u;
+    bytes[i] = static_cast<std::uint8_t>(x >> 24);
+  }
+  return bytes;
+}
+
+ChunkTag tag_of(std::size_t from, std::size_t index) {
+  ChunkTag tag;
+  tag.phase = Phase::reduce;
+  tag.segment = static_cast<std::uint32_t>(from);
+  tag.chunk = static_cast<std::uint32_t>(index);
+  tag.hop = 1;
+  return tag;
+}
+
+// What one node received of the messages it waited for.
+struct Received {
+  std::vector<ChunkTag> tags;
+  std::vector<std::vector<std::uint8_t>> payloads;
+  std::size_t extra = 0;  // messages after the expected ones
+};
+
+const std::vector<std::size_t> kSizes = {0, 1, 7, 4096, 65537, (1u << 20) + 3, 4u << 20, 0, 13};
+
+// Every node sends kSizes to its successor, then receives as many from its
+// predecessor; then it waits (receiving) until every node has got its own,
+// so that nothing arrives unexpected.
+template <class L>
+std::vector<Received> exchange_sizes(L& links) {
+  const std::size_t nodes = links.nodes();
+  std::vector<Received> got(nodes);
+  std::atomic<std::size_t> done{0};
+  check_no_failure(run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>&) {
+    for (std::size_t i = 0; i < kSizes.size(); ++i) {
+      auto bytes = std::make_shared<std::vector<std::uint8_t>>(payload_of(n, i, kSizes[i]));
+      link.send(tag_of(n, i), Bytes::take(std::move(bytes)));
+    }
+    const auto deadline = Clock::now() + scaled(10s);
+    for (std::size_t i = 0; i < kSizes.size(); ++i) {
+      Message msg = link.recv(deadline);
+      got[n].tags.push_back(msg.tag);
+      got[n].payloads.emplace_back(msg.payload.data(), msg.payload.data() + msg.payload.size());
+    }
+    ++done;
+    while (done.load() < nodes && Clock::now() < deadline)
+      if (link.recv_until(Clock::now() + 10ms)) ++got[n].extra;
+  }));
+  return got;
+}
+
+// --- the cases -----------------------------------------------------------------------
+
+BOOST_AUTO_TEST_SUITE(ring_link)
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(describes_its_ring, L, Links) {
+  L links(3);
+  for (std::size_t n = 0; n < 3; ++n) {
+    BOOST_TEST(links.link(n).node() == n);
+    BOOST_TEST(links.link(n).nodes() == 3u);
+  }
+  // Every node names every other the same way, and no two alike.
+  for (std::size_t n = 0; n < 3; ++n)
+    for (std::size_t other = 0; other < 3; ++other) {
+      BOOST_TEST(links.link(n).describe(other) == links.link(0).describe(other));
+      if (other != n) BOOST_TEST(links.link(0).describe(other) != links.link(0).describe(n));
+    }
+  BOOST_TEST_MESSAGE(L::kName << " names node 1 " << links.link(0).describe(1));
+}
+
+// Messages from the predecessor arrive in the order sent, each with its
+// tag and every byte, from 0 bytes to 4 MiB; on a ring of two, the two
+// directions between one pair of nodes at once.
+BOOST_AUTO_TEST_CASE_TEMPLATE(messages_arrive_in_order_and_intact, L, Links) {
+  for (const std::size_t nodes : {2u, 3u}) {
+    L links(nodes);
+    const std::vector<Received> got = exchange_sizes(links);
+    for (std::size_t n = 0; n < nodes; ++n) {
+      const std::size_t from = (n + nodes - 1) % nodes;
+      BOOST_TEST_CONTEXT(L::kName << ", " << nodes << " nodes, node " << n) {
+        BOOST_TEST_REQUIRE(got[n].tags.size() == kSizes.size());
+        for (std::size_t i = 0; i < kSizes.size(); ++i) {
+          BOOST_TEST((got[n].tags[i] == tag_of(from, i)), "message " << i << " has another tag");
+          BOOST_TEST(got[n].payloads[i].size() == kSizes[i]);
+          BOOST_TEST((got[n].payloads[i] == payload_of(from, i, kSizes[i])),
+                     "message " << i << " differs");
+        }
+        BOOST_TEST(got[n].extra == 0u);
+      }
+    }
+  }
+}
+
+// A payload is the receiver's own: it may write into it and send it on.
+// Each node's message travels the whole ring, every node adding its index
+// to every byte, and comes back to its origin with every node's mark;
+// all nodes send and receive at the same time.
+BOOST_AUTO_TEST_CASE_TEMPLATE(messages_go_round_the_ring, L, Links) {
+  constexpr std::size_t kNodes = 3;
+  constexpr std::size_t kBytes = 300000;
+  L links(kNodes);
+  std::vector<std::vector<std::uint8_t>> back(kNodes);
+  check_no_failure(run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>&) {
+    const auto deadline = Clock::now() + scaled(10s);
+    link.send(tag_of(n, 0),
+              Bytes::take(std::make_shared<std::vector<std::uint8_t>>(payload_of(n, 0, kBytes))));
+    for (std::size_t hop = 1; hop < kNodes; ++hop) {
+      Message msg = link.recv(deadline);
+      auto* bytes = const_cast<std::uint8_t*>(msg.payload.data());
+      for (std::size_t i = 0; i < msg.payload.size(); ++i)
+        bytes[i] = static_cast<std::uint8_t>(bytes[i] + n);
+      ChunkTag tag = msg.tag;
+      ++tag.hop;
+      link.send(tag, std::move(msg.payload));
+    }
+    Message home = link.recv(deadline);
+    if (home.tag.segment != n || home.tag.hop != kNodes)
+      throw std::runtime_error("node " + std::to_string(n) + " got another node's message back");
+    back[n].assign(home.payload.data(), home.payload.data() + home.payload.size());
+  }));
+  for (std::size_t n = 0; n < kNodes; ++n) {
+    std::vector<std::uint8_t> expect = payload_of(n, 0, kBytes);
+    const std::size_t marks = (0 + 1 + 2) - n;  // every other node's index
+    for (auto& b : expect) b = static_cast<std::uint8_t>(b + marks);
+    BOOST_TEST((back[n] == expect), L::kName << ": node " << n << "'s message came back changed");
+  }
+}
+
+// The summaries' way (RingLink::send_to): every node sends a summary (hop
+// 0, its own index as origin) and two data pieces straight to every other
+// node; each gets every other node's, each sender's in order, intact. What
+// a node puts back comes first, in order; timed_out names the node given.
+BOOST_AUTO_TEST_CASE_TEMPLATE(send_to_reaches_every_node_and_put_back_comes_first, L, Links) {
+  constexpr std::size_t kNodes = 3;
+  L links(kNodes);
+  std::vector<std::map<std::size_t, std::vector<Message>>> got(kNodes);  // per node, per origin
+  std::vector<std::vector<ChunkTag>> again(kNodes), put(kNodes);
+  std::vector<std::string> named(kNodes);
+  const auto tag = [](Phase phase, std::size_t origin, std::size_t chunk) {
+    return ChunkTag{phase, static_cast<std::uint32_t>(origin), static_cast<std::uint32_t>(chunk),
+                    0};
+  };
+  check_no_failure(run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>& sync) {
+    for (std::size_t to = 0; to < kNodes; ++to) {
+      if (to == n) continue;
+      for (std::size_t i = 0; i < 3; ++i)
+        link.send_to(to, tag(i == 0 ? Phase::manifest : Phase::blobs, n, i),
+                     Bytes::take(std::make_shared<std::vector<std::uint8_t>>(
+                         payload_of(n, i, i == 2 ? 70000 : 100))));
+    }
+    const auto deadline = Clock::now() + scaled(10s);
+    std::vector<Message> all;
+    for (std::size_t k = 0; k < 3 * (kNodes - 1); ++k) {
+      all.push_back(link.recv(deadline));
+      got[n][all.back().tag.segment].push_back(all.back());
+    }
+    sync.arrive_and_wait();  // every node has all it waits for
+    put[n] = {all[3].tag, all[1].tag};
+    link.put_back({all[3], all[1]});
+    for (int k = 0; k < 2; ++k) again[n].push_back(link.recv(deadline).tag);
+    try {
+      link.timed_out((n + 1) % kNodes);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::timeout) named[n] = e.what();
+    }
+    sync.arrive_and_wait();
+  }));
+  for (std::size_t n = 0; n < kNodes; ++n) {
+    BOOST_TEST_CONTEXT(L::kName << ", node " << n) {
+      BOOST_TEST(got[n].count(n) == 0u);
+      for (std::size_t from = 0; from < kNodes; ++from) {
+        if (from == n) continue;
+        const std::vector<Message>& msgs = got[n][from];
+        BOOST_TEST_REQUIRE(msgs.size() == 3u, "from node " << from);
+        for (std::size_t i = 0; i < 3; ++i) {
+          BOOST_TEST((msgs[i].tag == tag(i == 0 ? Phase::manifest : Phase::blobs, from, i)));
+          const std::vector<std::uint8_t> bytes(msgs[i].payload.data(),
+                                                msgs[i].payload.data() + msgs[i].payload.size());
+          BOOST_TEST((bytes == payload_of(from, i, i == 2 ? 70000 : 100)), "message " << i);
+        }
+      }
+      BOOST_TEST_REQUIRE(again[n].size() == 2u);
+      BOOST_TEST((again[n][0] == put[n][0] && again[n][1] == put[n][1]),
+                 "not in the order put back");
+      const std::string other = links.link(n).describe((n + 1) % kNodes);
+      BOOST_TEST(named[n].find("timed out") != std::string::npos, named[n]);
+      BOOST_TEST(named[n].find(other) != std::string::npos, named[n] << " does not name " << other);
+    }
+  }
+}
+
+// ring_allreduce over the link: integers, so the float sums are exact in
+// any order and every node must hold exactly the reference sums.
+BOOST_AUTO_TEST_CASE_TEMPLATE(ring_allreduce_gives_exact_sums, L, Links) {
+  constexpr std::size_t kNodes = 3;
+  constexpr std::size_t kElements = 100003;  // segments of unequal length, many chunks
+  L links(kNodes);
+  std::vector<std::vector<float>> local(kNodes, std::vector<float>(kElements));
+  std::vector<float> reference(kElements, 0.0f);
+  for (std::size_t n = 0; n < kNodes; ++n)
+    for (std::size_t i = 0; i < kElements; ++i) {
+      local[n][i] = static_cast<float>(static_cast<int>((i * 31 + n * 977) % 2001) - 1000);
+      reference[i] += local[n][i];
+    }
+  std::vector<std::vector<float>> result(kNodes, std::vector<float>(kElements, -1.0f));
+  zring::collective::RingOptions options;
+  options.chunk_bytes = 16384;
+  options.timeout = scaled(10s);
+  check_no_failure(run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>&) {
+    zring::collective::RingStats stats;
+    zring::collective::ring_allreduce(link, zring::collective::FloatLane{}, local[n].data(),
+                                      result[n].data(), kElements, options, stats);
+  }));
+  for (std::size_t n = 0; n < kNodes; ++n)
+    BOOST_TEST((result[n] == reference), L::kName << ": node " << n << " has other sums");
+}
+
+// A whole op (summaries, then the data) with method none: every node gets
+// the average, the same bits as summing integers and dividing by 3.
+BOOST_AUTO_TEST_CASE_TEMPLATE(run_allreduce_gives_the_exact_average, L, Links) {
+  constexpr std::size_t kNodes = 3;
+  constexpr std::size_t kElements = 5000;
+  L links(kNodes);
+  std::vector<std::vector<float>> values(kNodes, std::vector<float>(kElements));
+  std::vector<float> sum(kElements, 0.0f);
+  for (std::size_t n = 0; n < kNodes; ++n)
+    for (std::size_t i = 0; i < kElements; ++i) {
+      values[n][i] = static_cast<float>(static_cast<int>((i * 17 + n * 101) % 513) - 256);
+      sum[i] += values[n][i];
+    }
+  std::vector<float> reference(kElements);
+  for (std::size_t i = 0; i < kElements; ++i) reference[i] = sum[i] / static_cast<float>(kNodes);
+  std::vector<std::vector<float>> result(kNodes);
+  check_no_failure(run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>&) {
+    zring::collective::OpContext context;
+    context.world_size = kNodes;
+    context.local_ranks = 1;
+    context.op_seed = 7;
+    context.ring.chunk_bytes = 4096;
+    context.ring.gather_bytes = 0;  // round the ring
+    context.ring.timeout = scaled(10s);
+    zring::collective::OpInput input;
+    input.manifest.method = "none";
+    zring::collective::TensorSpec spec;
+    spec.name = "t";
+    spec.shape.push_back(kElements);
+    spec.numel = kElements;
+    input.manifest.tensors.push_back(spec);
+    input.ranks.push_back(values[n].data());
+    std::vector<zring::codec::ErrorFeedback> residuals(1);
+    zring::collective::Workspace workspace;
+    zring::collective::OpOutput out =
+        zring::collective::run_allreduce(link, context, input, residuals, workspace);
+    result[n].assign(out.values.get(), out.values.get() + out.elements);
+  }));
+  for (std::size_t n = 0; n < kNodes; ++n)
+    BOOST_TEST((result[n] == reference), L::kName << ": node " << n << " has another average");
+}
+
+// A predecessor that is there but sends nothing: recv_until returns nothing
+// at its deadline, recv throws timeout naming the predecessor.
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_silent_predecessor_times_out, L, Links) {
+  L links(3);
+  const std::string predecessor = links.link(1).describe(0);
+  bool nothing = false;
+  const std::vector<std::optional<Status>> failures =
+      run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>& sync) {
+        // The others wait on the barrier (not on the link) until node 1 has
+        // failed, so that nothing node 1 sends when it ends the op reaches
+        // them mid-op.
+        if (n != 1) return sync.arrive_and_wait();
+        nothing = !link.recv_until(Clock::now() + 100ms);
+        std::optional<Error> failed;
+        try {
+          (void)link.recv(Clock::now() + 300ms);
+        } catch (const Error& e) {
+          failed = e;
+        }
+        sync.arrive_and_wait();
+        if (failed) throw *failed;
+      });
+  BOOST_TEST(nothing);
+  if (failures[1]) BOOST_TEST_MESSAGE(L::kName << ": " << failures[1]->text);
+  BOOST_TEST(!failures[0]);
+  BOOST_TEST(!failures[2]);
+  BOOST_TEST_REQUIRE(failures[1].has_value());
+  BOOST_TEST(failures[1]->code == ErrorCode::timeout);
+  BOOST_TEST(failures[1]->text.find("timed out") != std::string::npos, failures[1]->text);
+  BOOST_TEST(failures[1]->text.find(predecessor) != std::string::npos,
+             failures[1]->text << " does not name " << predecessor);
+}
+
+// Node 2 goes away mid-op: its successor (node 0) and node 1 fail the op
+// naming it, with the code the link gives (see InprocLinks/ZmqLinks).
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_peer_that_goes_away_is_named, L, Links) {
+  L links(3);
+  const std::string gone = links.link(0).describe(2);
+  const std::vector<std::optional<Status>> failures =
+      run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>&) {
+        if (n == 2) {
+          links.stop(2);
+          return;
+        }
+        const auto deadline = Clock::now() + L::peer_gone_wait();
+        if (n == 0) (void)link.recv(deadline);  // from node 2
+        if (n == 1) (void)link.recv(deadline);  // node 0 sends nothing either
+      });
+  BOOST_TEST(!failures[2]);
+  for (const std::size_t n : {0u, 1u}) {
+    BOOST_TEST_CONTEXT(L::kName << ", node " << n) {
+      BOOST_TEST_REQUIRE(failures[n].has_value());
+      BOOST_TEST_MESSAGE(L::kName << ", node " << n << ": " << failures[n]->text);
+      BOOST_TEST(failures[n]->code == L::kPeerGone, failures[n]->text);
+      // Node 0 names its predecessor; on ZmqRing node 1 names it too (its
+      // ring changed because node 2 fell silent).
+      if (n == 0 || L::kPeerGone == ErrorCode::ring_changed)
+        BOOST_TEST(failures[n]->text.find(gone) != std::string::npos,
+                   failures[n]->text << " does not name " << gone);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
