@@ -342,7 +342,7 @@ void IpcServer::arm_stall_timer() {
 // learns why, and fails the op everywhere.
 void IpcServer::on_stall() {
   if (std::optional<OpJob> job = ranks_.fail_late(Clock::now())) {
-    log_warn(job->failure->text);
+    log_warn(job->input.failure->text);
     worker_.submit(std::move(*job));
   }
   assemble();
@@ -362,6 +362,9 @@ void IpcServer::arm_keepalive() {
 void IpcServer::on_op_done(OpDone done) {
   const std::vector<Request> requests = ranks_.finish(done.id);
   if (requests.empty()) return;  // stopped meanwhile
+  if (!done.failure && !done.output)
+    done.failure = Status{ErrorCode::internal, "the ring answered op " + std::to_string(done.op) +
+                                                   " with neither a result nor a failure"};
   if (done.failure) {
     stats_.op_failed(requests.empty() ? "?" : op_name(requests.front().manifest), *done.failure);
     log_warn("op " + std::to_string(done.op) + " failed: " + done.failure->text);
@@ -377,7 +380,7 @@ void IpcServer::on_op_done(OpDone done) {
                       std::chrono::duration<double>(Clock::now() - assembled).count());
   log_debug("op " + std::to_string(done.op) + " done: " + op_name(requests.front().manifest) +
             ", " + std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
-            std::to_string(done.wire_bytes) + " bytes on the ring");
+            std::to_string(done.output->stats.bytes_sent) + " bytes on the ring");
   for (const Request& r : requests) reply_result(r, done, dense);
   record(requests, done);
 }
@@ -399,13 +402,13 @@ void IpcServer::record(const std::vector<Request>& requests, const OpDone& done)
   }
   r.local_ranks = requests.size();
   r.nodes = config_.nodes.size();
-  r.wire_bytes = done.wire_bytes;
   if (done.failure) r.error = done.failure->code;
-  if (done.phases) {
-    r.ring_began = done.phases->began;
-    r.prepared = done.phases->prepared;
-    r.summarized = done.phases->summarized;
-    r.data_done = done.phases->finished;
+  if (done.output) {
+    r.wire_bytes = done.output->stats.bytes_sent;
+    r.ring_began = done.output->phases.began;
+    r.prepared = done.output->phases.prepared;
+    r.summarized = done.output->phases.summarized;
+    r.data_done = done.output->phases.finished;
   }
   r.answered = Clock::now();
   timeline_.add(std::move(r));
@@ -415,20 +418,21 @@ void IpcServer::reply_result(const Request& r, const OpDone& done, std::uint64_t
   wire::Result result;
   result.in_shared_buffer = r.region != nullptr;
   result.request = r.id;
+  const collective::OpOutput& out = *done.output;
   result.op = done.op;
-  result.wire_bytes = done.wire_bytes;
+  result.wire_bytes = out.stats.bytes_sent;
   result.dense_bytes = dense;
   // The ranks of the ring that ran the op, numbered node by node in it.
   result.world_size = static_cast<std::uint32_t>(done.ring_nodes * config_.local_ranks);
   result.rank = static_cast<std::uint32_t>(done.ring_position * config_.local_ranks + r.local_rank);
   if (!r.region) {
-    send(r.client, result, share(done.values, done.elements));
+    send(r.client, result, share(out.values, out.elements));
     return;
   }
   // The client reads the average where it wrote its gradients.
-  const auto* values = reinterpret_cast<const std::uint8_t*>(done.values.get());
-  if (done.elements != 0 && values != r.region->data())
-    std::memcpy(r.region->data(), values, done.elements * sizeof(float));
+  const auto* values = reinterpret_cast<const std::uint8_t*>(out.values.get());
+  if (out.elements != 0 && values != r.region->data())
+    std::memcpy(r.region->data(), values, out.elements * sizeof(float));
   send(r.client, result);
 }
 

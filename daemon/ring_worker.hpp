@@ -36,21 +36,21 @@ namespace zring::daemon {
 // residuals (a new process took the rank).
 struct OpJob {
   std::uint64_t id = 0;
-  collective::Manifest manifest;
-  CompressionMethod method;
+  // The op as the ring runs it: its manifest and parsed method; where the
+  // averages go when local rank 0 handed its values over in a shared buffer
+  // (that buffer itself, so no copy is needed to return them); and
+  // input.failure when the node cannot take part. The ring thread points
+  // input.ranks at `values` (copying what ZeroMQ left misaligned) and sets
+  // input.staging.
+  collective::OpInput input;
   // Per local rank, the fused float32 values (in a ZeroMQ message or a
   // shared buffer, kept alive by the Bytes).
   std::vector<collective::Bytes> values;
-  // Where the averages go when local rank 0 handed its values over in a
-  // shared buffer: that buffer itself, so no copy is needed to return them.
-  float* output = nullptr;
-  std::shared_ptr<void> output_owner;
   // Per local rank whose values are still being copied in (submit_staged):
   // its shared buffer (with the progress board), else nullptr; empty when
   // no rank staged. staged_who names the ranks in errors.
   std::vector<std::shared_ptr<transport::SharedRegion>> staged;
   std::vector<std::string> staged_who;
-  std::optional<Status> failure;          // the node cannot take part in this op
   std::optional<std::size_t> reset_rank;  // a reset job, not an op
   unsigned runs = 0;                      // how often the ring began it (a ring change can
                                           // make it run again)
@@ -59,16 +59,15 @@ struct OpJob {
 struct OpDone {
   std::uint64_t id = 0;
   std::uint64_t op = 0;
-  std::shared_ptr<float[]> values;  // averaged, manifest order
-  std::size_t elements = 0;
-  std::uint64_t wire_bytes = 0;  // what this node put on the ring
   // The ring that ran the op: how many nodes, and this one's position.
   std::size_t ring_nodes = 0;
   std::size_t ring_position = 0;
   std::optional<Status> failure;
-  // When the ring thread ran the op (the timeline): unset when it failed
-  // before run_allreduce; when run_allreduce threw, only `began` is set.
-  std::optional<collective::OpOutput::Phases> phases;
+  // What run_allreduce returned: the averages (manifest order), what this
+  // node put on the ring, and where the time went (the timeline). Unset
+  // when the op failed before run_allreduce; when run_allreduce threw, only
+  // output->phases.began is set.
+  std::optional<collective::OpOutput> output;
 };
 
 struct RingState {
