@@ -440,29 +440,31 @@ void IpcServer::on_ring_state(const RingState& state) {
   if (state.up && !stats_.ring.up)
     log_info("ring up (generation " + std::to_string(state.generation) + ")");
   if (!state.up && stats_.ring.up) log_warn("ring down: " + state.reason);
-  if (state.dropped > stats_.ring.dropped)
-    log_debug(std::to_string(state.dropped - stats_.ring.dropped) + " ring messages dropped");
+  const transport::RingCounters& counted = state.counters;
+  const transport::RingCounters& before = stats_.ring.counters;
+  if (counted.dropped > before.dropped)
+    log_debug(std::to_string(counted.dropped - before.dropped) + " ring messages dropped");
   // Refused connections are worth a warning, but a stranger retrying must
   // not flood the log: the first one, then at most one line a minute.
-  const std::uint64_t refused = state.auth_rejected + state.handshakes_failed;
-  if (refused > stats_.ring.auth_rejected + stats_.ring.handshakes_failed) {
+  const std::uint64_t refused = counted.auth_rejected + counted.handshakes_failed;
+  if (refused > before.auth_rejected + before.handshakes_failed) {
     const auto now = Clock::now();
     if (!refusal_logged_ || now - *refusal_logged_ >= std::chrono::minutes(1)) {
       refusal_logged_ = now;
-      log_warn("ring port: " + std::to_string(state.auth_rejected) +
-               " connections refused by key, " + std::to_string(state.handshakes_failed) +
-               " failed handshakes so far" +
-               (state.last_rejection.empty() ? "" : "; last key refused: " + state.last_rejection) +
-               (state.last_handshake_failure.empty()
-                    ? ""
-                    : "; last failed handshake: " + state.last_handshake_failure));
+      log_warn(
+          "ring port: " + std::to_string(counted.auth_rejected) + " connections refused by key, " +
+          std::to_string(counted.handshakes_failed) + " failed handshakes so far" +
+          (counted.last_rejection.empty() ? "" : "; last key refused: " + counted.last_rejection) +
+          (counted.last_handshake_failure.empty()
+               ? ""
+               : "; last failed handshake: " + counted.last_handshake_failure));
     }
   }
   stats_.ring_reported(state);
 }
 
 void IpcServer::on_status(const std::string& client, const wire::StatusQuery& query) {
-  send(client, wire::StatusReport{query.request, render_status_json(stats_, config_)});
+  send(client, wire::StatusReport{query.request, status_report(stats_, config_)});
 }
 
 // The timeline travels in a frame of its own: 4096 ops are far more than an

@@ -203,26 +203,15 @@ std::optional<OpJob> RingWorker::take_ready_job() {
 
 void RingWorker::report_state() {
   Ring& r = *ring_;
-  const transport::RingCounters& c = r.ring.counters();
   RingState state;
   state.up = r.ring.up();
   state.reason = r.ring.down_reason();
   state.generation = r.ring.generation();
-  state.dropped = c.dropped;
-  state.malformed = c.malformed;
-  state.formations = c.formations;
-  state.bytes_sent = c.bytes_sent;
-  state.bytes_received = c.bytes_received;
-  state.auth_rejected = c.auth_rejected;
-  state.handshakes_failed = c.handshakes_failed;
-  state.disconnects = c.disconnects;
-  state.last_rejection = c.last_rejection;
-  state.last_handshake_failure = c.last_handshake_failure;
-  state.last_drop = c.last_drop;
+  state.counters = r.ring.counters();
   const transport::Membership& membership = r.ring.membership();
   const auto now = Clock::now();
   for (std::size_t n = 0; n < config_.nodes.size(); ++n)
-    state.peers.push_back(transport::peer_state_name(membership.peer(n, now)));
+    state.peers.push_back(membership.peer(n, now));
   for (const std::uint32_t m : membership.members())
     state.members.push_back(config_.nodes.at(m).name);
   state.last_change = membership.last_change();

@@ -27,7 +27,9 @@
 #include "collective/link.hpp"
 #include "collective/manifest.hpp"
 #include "status.hpp"
+#include "transport/membership.hpp"
 #include "transport/shared_region.hpp"
+#include "transport/zmq_ring.hpp"
 
 namespace zring::daemon {
 
@@ -70,29 +72,19 @@ struct OpDone {
   std::optional<collective::OpOutput> output;
 };
 
+// The ring's health as the ring thread sees it, reported to the io thread.
 struct RingState {
   bool up = false;
   std::string reason;  // why not up
   std::uint64_t generation = 0;
-  std::uint64_t dropped = 0;
-  std::uint64_t malformed = 0;
-  std::uint64_t formations = 0;      // ring generations adopted since start
-  std::uint64_t bytes_sent = 0;      // every frame this node put on the ring, since start
-  std::uint64_t bytes_received = 0;  // every frame it took off the ring, since start
-  // Per listed node, in file order (transport::peer_state_name): "self";
-  // "up", a member of the ring this node is up in; "live", heard within the
-  // timeout but not in the ring; "down", silent for longer; "unknown", not
-  // heard yet since this node started.
-  std::vector<std::string> peers;
+  // Drops, formations, bytes on the ring and refusals at the ring port,
+  // since start, as the transport counts them.
+  transport::RingCounters counters;
+  // Per listed node, in file order, what the membership knows of it (its
+  // name in reports: transport::peer_state_name).
+  std::vector<transport::PeerState> peers;
   std::vector<std::string> members;  // the ring (when up) or the one forming, by name
   std::string last_change;           // the last change of members, and why
-
-  std::uint64_t auth_rejected = 0;      // CurveZMQ clients whose key is not the ring's
-  std::uint64_t handshakes_failed = 0;  // ring connections that failed the handshake
-  std::uint64_t disconnects = 0;        // ring connections closed
-  std::string last_rejection;           // the last key refused, and from where
-  std::string last_handshake_failure;   // what the last failed handshake was
-  std::string last_drop;                // why the last ring message was dropped
 
   bool operator==(const RingState&) const = default;
 };

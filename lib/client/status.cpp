@@ -73,12 +73,12 @@ Error unexpected(const char* what, const std::string& endpoint, const Reply& rep
 
 }  // namespace
 
-std::string query_status(const std::string& endpoint, std::chrono::milliseconds timeout) {
+wire::DaemonStatus query_status(const std::string& endpoint, std::chrono::milliseconds timeout) {
   const Reply reply = asking("status", endpoint,
                              [&] { return ask(endpoint, wire::StatusQuery{kRequest}, timeout); });
   if (const auto* error = std::get_if<wire::ErrorReply>(&reply.message))
     throw Error(error->code, error->text);
-  if (const auto* report = std::get_if<wire::StatusReport>(&reply.message)) return report->json;
+  if (const auto* report = std::get_if<wire::StatusReport>(&reply.message)) return report->status;
   throw unexpected("status", endpoint, reply);
 }
 

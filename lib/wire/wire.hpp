@@ -14,7 +14,8 @@
 //
 // lib/wire is the only place of zring that knows msgpack (wire.cpp: gradients;
 // wire_ring.cpp: ring headers, summaries, payload lists; wire_ipc.cpp: client
-// <-> daemon messages; wire_trace.cpp: a daemon's op timeline for zringctl;
+// <-> daemon messages; wire_status.cpp: a daemon's status report for
+// zringctl (daemon_status.hpp); wire_trace.cpp: a daemon's op timeline;
 // wire_manifest.cpp: tensor names, shapes and manifests; msgpack_io.*: the
 // reader and writer they all share).
 // Decoders face untrusted bytes: the version is judged first, every length is
@@ -32,6 +33,7 @@
 #include <zring/compression.hpp>
 #include <zring/error.hpp>
 
+#include "wire/daemon_status.hpp"
 #include "wire/messages.hpp"
 
 namespace zring::wire {
@@ -300,10 +302,11 @@ struct StatusQuery {
   bool operator==(const StatusQuery&) const = default;
 };
 
-// daemon -> zringctl: the status report (JSON, as docs/operations.md shows).
+// daemon -> zringctl: how the daemon, its ring and its ops are doing
+// (daemon_status.hpp; zringctl renders it as docs/operations.md shows).
 struct StatusReport {
   std::uint64_t request = 0;
-  std::string json;
+  DaemonStatus status;
   bool operator==(const StatusReport&) const = default;
 };
 
@@ -345,8 +348,8 @@ using IpcMessage = std::variant<Hello, Welcome, Submit, Result, ErrorReply, Keep
 [[nodiscard]] IpcKind kind_of(const IpcMessage& message) noexcept;
 [[nodiscard]] std::uint64_t request_of(const IpcMessage& message) noexcept;
 
-// Longest Welcome::node, TraceReply::node, Attached::path, ErrorReply::text
-// and StatusReport::json a decoder accepts.
+// Longest Welcome::node, TraceReply::node, Attached::path and
+// ErrorReply::text a decoder accepts.
 inline constexpr std::size_t kMaxNodeNameBytes = 256;
 inline constexpr std::size_t kMaxIpcTextBytes = std::size_t{1} << 16;
 
@@ -360,7 +363,20 @@ inline constexpr std::size_t kMaxIpcTextBytes = std::size_t{1} << 16;
 //   result*        op, wire_bytes, dense_bytes, world_size, rank
 //   error          error_code, text
 //   keepalive, status_query, trace_query: nothing
-//   status_report  json
+//   status_report  status: [node, version, started, now, world_size,
+//                  local_ranks, first_rank, ring_up (bool), generation,
+//                  ring_reason, ring_since, ring_members (array of str),
+//                  min_nodes, last_change, formations, dropped, malformed,
+//                  last_drop, curve (bool), auth_rejected, handshakes_failed,
+//                  disconnects, last_rejection, last_handshake_failure,
+//                  members (array of [name, address, first_rank, state
+//                  (MemberState 1..5)]), members_cut (bool), ops_done,
+//                  ops_failed, errors (array of [kind, count]), last_error,
+//                  last_error_at, methods (array of [method, ops, failed,
+//                  raw_bytes, wire_bytes_sent, wire_bytes_received]),
+//                  methods_cut (bool), idle_bytes_sent, idle_bytes_received,
+//                  metrics]: 36 items, every text <= kMaxStatusTextBytes, at
+//                  most kMaxStatus* entries per list
 //   attach         local_rank, timeout_ms, sent_ns, bytes
 //   attached       path, bytes
 //   trace_reply    node

@@ -112,7 +112,7 @@ struct Encoder {
   void operator()(const Keepalive& m) { begin(p, IpcKind::keepalive, m.request); }
   void operator()(const StatusQuery& m) { begin(p, IpcKind::status_query, m.request); }
   void operator()(const StatusReport& m) {
-    pack_text(begin(p, IpcKind::status_report, m.request), m.json, "a status report");
+    pack_daemon_status(begin(p, IpcKind::status_report, m.request), m.status);
   }
   void operator()(const Attach& m) {
     begin(p, IpcKind::attach, m.request).pack_uint32(m.local_rank);
@@ -151,6 +151,7 @@ class Fields {
     return w;
   }
   Manifest manifest() { return read_manifest(next(), context_); }
+  DaemonStatus status() { return read_daemon_status(next(), context_); }
 
  private:
   const msgpack::object& next() { return items_[at_++]; }
@@ -212,7 +213,7 @@ IpcMessage read_message(IpcKind kind, std::uint64_t request, Fields& f) {
     case IpcKind::status_query:
       return StatusQuery{request};
     case IpcKind::status_report:
-      return StatusReport{request, f.text("json", kMaxIpcTextBytes)};
+      return StatusReport{request, f.status()};
     case IpcKind::attach: {
       Attach m{request, f.u32("local_rank"), {}, 0};
       m.wait = f.wait();

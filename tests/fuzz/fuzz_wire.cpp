@@ -184,8 +184,19 @@ void check_valid(const wire::IpcMessage& m) {
     ZRING_FUZZ_CHECK(error->text.size() <= wire::kMaxIpcTextBytes);
     ZRING_FUZZ_CHECK(zring::is_error_code(static_cast<std::uint32_t>(error->code)));
   }
-  if (const auto* report = std::get_if<wire::StatusReport>(&m))
-    ZRING_FUZZ_CHECK(report->json.size() <= wire::kMaxIpcTextBytes);
+  if (const auto* report = std::get_if<wire::StatusReport>(&m)) {
+    const wire::DaemonStatus& s = report->status;
+    ZRING_FUZZ_CHECK(s.members.size() <= wire::kMaxStatusMembers &&
+                     s.ring_members.size() <= wire::kMaxStatusMembers &&
+                     s.methods.size() <= wire::kMaxStatusMethods &&
+                     s.errors.size() <= wire::kMaxStatusErrors);
+    for (const wire::MemberStatus& member : s.members) {
+      const auto state = static_cast<unsigned>(member.state);
+      ZRING_FUZZ_CHECK(state >= 1 && state <= 5);
+      ZRING_FUZZ_CHECK(member.name.size() <= wire::kMaxStatusTextBytes);
+    }
+    ZRING_FUZZ_CHECK(s.last_error.size() <= wire::kMaxStatusTextBytes);
+  }
   if (const auto* attached = std::get_if<wire::Attached>(&m))
     ZRING_FUZZ_CHECK(attached->path.size() <= wire::kMaxIpcTextBytes);
 }

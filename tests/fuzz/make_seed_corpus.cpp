@@ -221,8 +221,17 @@ void write_wire_seeds(const fs::path& dir) {
                                           "ranks 0-1 submitted 'bias', rank 2 did not"}));
   write(dir, "ipc-keepalive", wire::encode_ipc(wire::Keepalive{9}));
   write(dir, "ipc-status", wire::encode_ipc(wire::StatusQuery{9}));
-  write(dir, "ipc-status-report",
-        wire::encode_ipc(wire::StatusReport{9, "{\"ring\": \"up\", \"ops\": 12}"}));
+  wire::DaemonStatus status;
+  status.node = "b";
+  status.version = "0.1.0";
+  status.ring_up = true;
+  status.ring_members = {"a", "b"};
+  status.min_nodes = 2;
+  status.members = {{"a", "tcp://127.0.0.1:7101", 0, wire::MemberState::up},
+                    {"b", "tcp://127.0.0.1:7102", 2, wire::MemberState::self}};
+  status.errors = {{"timeout", 1}};
+  status.methods = {{"quant:8", 12, 1, 65536, 20000, 20000}};
+  write(dir, "ipc-status-report", wire::encode_ipc(wire::StatusReport{9, status}));
   write(dir, "ipc-attach", wire::encode_ipc(wire::Attach{9, 1, wait, 1 << 20}));
   write(dir, "ipc-attached",
         wire::encode_ipc(wire::Attached{9, "/run/zring/zringd.sock.shm.7.1.1", 1 << 20}));

@@ -79,6 +79,52 @@ NodeSummary sample_summary() {
   return s;
 }
 
+wire::DaemonStatus sample_daemon_status() {
+  wire::DaemonStatus s;
+  s.node = "gpu-node-07";
+  s.version = "0.1.0";
+  s.started = 1700000000;
+  s.now = 1700000123;
+  s.world_size = 64;
+  s.local_ranks = 8;
+  s.first_rank = 56;
+  s.ring_up = false;
+  s.generation = ~std::uint64_t{0};
+  s.ring_reason = "node 'b' is silent";
+  s.ring_since = 1700000100;
+  s.ring_members = {"a", "gpu-node-07"};
+  s.min_nodes = 2;
+  s.last_change = "dropped [b]: silent for 10000 ms";
+  s.formations = 3;
+  s.dropped = 17;
+  s.malformed = 2;
+  s.last_drop = "a stale chunk";
+  s.curve = true;
+  s.auth_rejected = 4;
+  s.handshakes_failed = 5;
+  s.disconnects = 6;
+  s.last_rejection = "key ... from 10.0.0.9";
+  s.last_handshake_failure = "no keys";
+  s.members = {{"a", "tcp://10.0.0.1:7101", 0, wire::MemberState::up},
+               {"b", "tcp://10.0.0.2:7101", 8, wire::MemberState::down},
+               {"c", "tcp://10.0.0.3:7101", 16, wire::MemberState::live},
+               {"d", "tcp://10.0.0.4:7101", 24, wire::MemberState::unknown},
+               {"gpu-node-07", "tcp://10.0.0.8:7101", 56, wire::MemberState::self}};
+  s.members_cut = true;
+  s.ops_done = 1000;
+  s.ops_failed = 2;
+  s.errors = {{"peer_lost", 1}, {"timeout", 1}};
+  s.last_error = "node 'b' went silent";
+  s.last_error_at = 1700000110;
+  s.methods = {{"none", 10, 0, 1ull << 33, 1ull << 33, 1ull << 33},
+               {"quant:8", 990, 2, 1ull << 40, 1ull << 38, (1ull << 38) + 1}};
+  s.methods_cut = false;
+  s.idle_bytes_sent = 1234;
+  s.idle_bytes_received = 4321;
+  s.metrics = "127.0.0.1:9464";
+  return s;
+}
+
 IpcMessage sample_ipc_message(IpcKind kind) {
   const std::uint64_t request =
       std::numeric_limits<std::uint64_t>::max() - static_cast<std::uint64_t>(kind);
@@ -109,7 +155,7 @@ IpcMessage sample_ipc_message(IpcKind kind) {
     case IpcKind::status_query:
       return wire::StatusQuery{request};
     case IpcKind::status_report:
-      return wire::StatusReport{request, "{\"nodes\": [\"a\", \"b\"]}"};
+      return wire::StatusReport{request, sample_daemon_status()};
     case IpcKind::attach:
       return wire::Attach{request, 3, wait, (1ull << 36) - 1};
     case IpcKind::attached:
@@ -261,8 +307,19 @@ void check_valid(const IpcMessage& m) {
     BOOST_TEST(is_error_code(static_cast<std::uint32_t>(error->code)));
     BOOST_TEST(error->text.size() <= wire::kMaxIpcTextBytes);
   }
-  if (const auto* report = std::get_if<wire::StatusReport>(&m))
-    BOOST_TEST(report->json.size() <= wire::kMaxIpcTextBytes);
+  if (const auto* report = std::get_if<wire::StatusReport>(&m)) {
+    const wire::DaemonStatus& s = report->status;
+    BOOST_TEST(s.members.size() <= wire::kMaxStatusMembers);
+    BOOST_TEST(s.ring_members.size() <= wire::kMaxStatusMembers);
+    BOOST_TEST(s.methods.size() <= wire::kMaxStatusMethods);
+    BOOST_TEST(s.errors.size() <= wire::kMaxStatusErrors);
+    for (const wire::MemberStatus& member : s.members) {
+      const auto state = static_cast<int>(member.state);
+      BOOST_TEST((state >= 1 && state <= 5));
+      BOOST_TEST(member.name.size() <= wire::kMaxStatusTextBytes);
+    }
+    BOOST_TEST(s.last_error.size() <= wire::kMaxStatusTextBytes);
+  }
   if (const auto* attached = std::get_if<wire::Attached>(&m))
     BOOST_TEST(attached->path.size() <= wire::kMaxIpcTextBytes);
 }

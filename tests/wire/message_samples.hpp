@@ -26,6 +26,8 @@ wire::Manifest sample_manifest(std::size_t tensors = 5);
 wire::RingHeader sample_ring_header(wire::RingKind kind);
 wire::NodeSummary sample_summary();  // with stats, non-finite entries and an error
 wire::IpcMessage sample_ipc_message(wire::IpcKind kind);
+// Every list non-empty, every member state, every flag set one way or the other.
+wire::DaemonStatus sample_daemon_status();
 std::vector<std::vector<std::uint8_t>> sample_payloads();
 // Three records: one that went through, one that failed on the ring, one
 // that never reached it.

@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(a_hostile_message_of_every_kind) {
       {IpcKind::trace_query, [](Value& m) { m.items.push_back("extra"); },
        "wire: IPC trace_query: array of 5 items, expected 4"},
       {IpcKind::status_report, [](Value& m) { m[4] = 5; },
-       "wire: IPC status_report: json: not a string"},
+       "wire: IPC status_report: status: not an array"},
       {IpcKind::attached, [](Value& m) { m[4] = 5; }, "wire: IPC attached: path: not a string"},
       {IpcKind::trace_reply, [](Value& m) { m[4] = std::string(257, 'n'); },
        "wire: IPC trace_reply: node: string of 257 bytes (at most 256)"},
@@ -122,10 +122,11 @@ BOOST_AUTO_TEST_CASE(a_hostile_message_of_every_kind) {
 }
 
 BOOST_AUTO_TEST_CASE(texts_at_and_beyond_their_limits) {
-  const wire::StatusReport report{1, std::string(wire::kMaxIpcTextBytes, '{')};
-  Bytes bytes = wire::encode_ipc(report);
-  wt::check_equal(wire::decode_ipc(bytes.data(), bytes.size()), report);
-  wt::expect_malformed(ipc, wire::encode_ipc(wire::StatusReport{1, report.json + "}"}), "65537");
+  wire::ErrorReply long_error{1, ErrorCode::internal, std::string(wire::kMaxIpcTextBytes, '{')};
+  Bytes bytes = wire::encode_ipc(long_error);
+  wt::check_equal(wire::decode_ipc(bytes.data(), bytes.size()), long_error);
+  long_error.text += "}";
+  wt::expect_malformed(ipc, wire::encode_ipc(long_error), "65537");
 
   const wire::Welcome welcome{2, 4, 1, 1, 100, 10, std::string(wire::kMaxNodeNameBytes, 'n')};
   bytes = wire::encode_ipc(welcome);
@@ -201,6 +202,50 @@ BOOST_AUTO_TEST_CASE(hostile_manifests) {
   p.pack_array(0xFFFFFFFFu);
   const auto* b = reinterpret_cast<const std::uint8_t*>(buffer.data());
   wt::expect_malformed(ipc, Bytes(b, b + buffer.size()), "4294967295");
+}
+
+// The status report: item 4 of a status_report; its members are item 24,
+// a member's state its item 3.
+BOOST_AUTO_TEST_CASE(status_reports_round_trip_and_hostile_ones_are_named) {
+  const wire::StatusReport report{5, wt::sample_daemon_status()};
+  const Bytes bytes = wire::encode_ipc(report);
+  wt::check_equal(wire::decode_ipc(bytes.data(), bytes.size()), report);
+  BOOST_TEST(wt::parse_value(bytes)[4].items.size() == 36u);
+
+  Value m = wt::parse_value(bytes);
+  m[4][24][1][3] = 6;
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report, status, members[1]: state: 6 exceeds the limit 5");
+  m = wt::parse_value(bytes);
+  m[4][24][0][3] = std::uint64_t{0};
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report, status, members[0]: state: 0 is not "
+               "a kind (kinds run 1..5)");
+  m = wt::parse_value(bytes);
+  m[4][7] = 1;  // ring_up
+  expect_error(wt::pack_value(m), "wire: IPC status_report, status: ring_up: not a boolean");
+  m = wt::parse_value(bytes);
+  m[4].items.pop_back();
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report: status: array of 35 items, expected 36");
+  m = wt::parse_value(bytes);
+  m[4][24][2].items.pop_back();
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report, status: members[2]: array of 3 items, expected 4");
+  m = wt::parse_value(bytes);
+  m[4][0] = std::string(wire::kMaxStatusTextBytes + 1, 'n');
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report, status: node: string of 4097 bytes (at most 4096)");
+  m = wt::parse_value(bytes);
+  m[4][11][1] = 7;  // a ring member that is no name
+  expect_error(wt::pack_value(m), "wire: IPC status_report, status: ring_members[1]: not a string");
+
+  // Longer texts are cut by the encoder, never refused by the decoder.
+  wire::StatusReport long_report = report;
+  long_report.status.last_error = std::string(wire::kMaxStatusTextBytes + 10, 'e');
+  const Bytes cut = wire::encode_ipc(long_report);
+  const auto decoded = std::get<wire::StatusReport>(wire::decode_ipc(cut.data(), cut.size()));
+  BOOST_TEST(decoded.status.last_error == std::string(wire::kMaxStatusTextBytes, 'e'));
 }
 
 BOOST_AUTO_TEST_CASE(other_message_types) {
