@@ -272,7 +272,8 @@ void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
   } else if (shared) {
     r.values = collective::Bytes(r.region->data(), bytes, r.region);
   } else {
-    auto message = std::make_shared<zmq::message_t>(std::move(*values));
+    // No frame at all is a frame of 0 bytes (room == bytes == 0 here).
+    auto message = std::make_shared<zmq::message_t>(values ? std::move(*values) : zmq::message_t());
     r.values = collective::Bytes(message->data<std::uint8_t>(), message->size(), message);
   }
   if (const std::optional<Refusal> refusal = ranks_.submit(std::move(r))) return refuse(*refusal);
