@@ -22,7 +22,7 @@ namespace zring::daemon {
 class AnswerBacklog {
  public:
   struct Answer {
-    std::vector<std::uint8_t> header;      // the encoded IpcHeader frame
+    std::vector<std::uint8_t> header;      // the encoded IpcMessage frame
     std::optional<zmq::message_t> values;  // a values frame, if the answer has one
     [[nodiscard]] std::size_t bytes() const noexcept {
       return header.size() + (values ? values->size() : 0);

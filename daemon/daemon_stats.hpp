@@ -73,9 +73,10 @@ struct DaemonStats {
   // bytes counted since the previous report belong to the op that ended in
   // between, if one did.
   void ring_reported(const RingState& state) {
-    const std::uint64_t sent = state.bytes_sent - std::min(state.bytes_sent, ring.bytes_sent);
+    const transport::RingCounters& now = state.counters;
+    const std::uint64_t sent = now.bytes_sent - std::min(now.bytes_sent, ring.counters.bytes_sent);
     const std::uint64_t received =
-        state.bytes_received - std::min(state.bytes_received, ring.bytes_received);
+        now.bytes_received - std::min(now.bytes_received, ring.counters.bytes_received);
     if (traffic_owner) {
       methods[*traffic_owner].wire_bytes_sent += sent;
       methods[*traffic_owner].wire_bytes_received += received;

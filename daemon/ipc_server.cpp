@@ -174,9 +174,9 @@ void IpcServer::handle(std::vector<zmq::message_t>& frames) {
     log_warn("dropped an IPC message of " + std::to_string(frames.size()) + " frames");
     return;
   }
-  wire::IpcHeader header;
+  wire::IpcMessage message;
   try {
-    header = wire::decode_ipc_header(frames[1].data<std::uint8_t>(), frames[1].size());
+    message = wire::decode_ipc(frames[1].data<std::uint8_t>(), frames[1].size());
   } catch (const Error& e) {
     log_warn(std::string("dropped a malformed IPC message: ") + e.what());
     send_error(client, 0, e.code(), std::string("zringd could not read the request: ") + e.what());
@@ -184,34 +184,21 @@ void IpcServer::handle(std::vector<zmq::message_t>& frames) {
   }
   std::optional<zmq::message_t> values;
   if (frames.size() == 3) values = std::move(frames[2]);
-  switch (header.kind) {
-    case wire::IpcKind::hello:
-      on_hello(client, header);
-      return;
-    case wire::IpcKind::submit:
-    case wire::IpcKind::submit_shared:
-    case wire::IpcKind::submit_staged:
-      on_submit(client, header, std::move(values));
-      return;
-    case wire::IpcKind::attach:
-      on_attach(client, header);
-      return;
-    case wire::IpcKind::status:
-      on_status(client, header);
-      return;
-    case wire::IpcKind::trace:
-      on_trace(client, header);
-      return;
-    default:
-      send_error(client, header.request, ErrorCode::malformed_message,
-                 "zringd does not take requests of this kind from clients");
-  }
+  if (const auto* hello = std::get_if<wire::Hello>(&message)) return on_hello(client, *hello);
+  if (const auto* submit = std::get_if<wire::Submit>(&message))
+    return on_submit(client, *submit, std::move(values));
+  if (const auto* attach = std::get_if<wire::Attach>(&message)) return on_attach(client, *attach);
+  if (const auto* query = std::get_if<wire::StatusQuery>(&message))
+    return on_status(client, *query);
+  if (const auto* query = std::get_if<wire::TraceQuery>(&message)) return on_trace(client, *query);
+  send_error(client, wire::request_of(message), ErrorCode::malformed_message,
+             "zringd does not take requests of this kind from clients");
 }
 
-void IpcServer::on_hello(const std::string& client, const wire::IpcHeader& header) {
-  const std::size_t l = header.local_rank;
+void IpcServer::on_hello(const std::string& client, const wire::Hello& hello) {
+  const std::size_t l = hello.local_rank;
   if (l >= config_.local_ranks) {
-    send_error(client, header.request, ErrorCode::invalid_argument,
+    send_error(client, hello.request, ErrorCode::invalid_argument,
                "local_rank " + std::to_string(l) + " is out of range: node '" + config_.self +
                    "' has local_ranks: " + std::to_string(config_.local_ranks) + " (" +
                    config_.source + ")");
@@ -221,20 +208,20 @@ void IpcServer::on_hello(const std::string& client, const wire::IpcHeader& heade
   // read at once, so anything but a small gap means another clock (a time
   // namespace) or a zringd that was frozen then: its requests are not
   // judged by their age.
-  const auto gap = Clock::now() - Clock::time_point(std::chrono::nanoseconds(header.op));
+  const auto sent = hello.wait.sent_ns;
+  const auto gap = Clock::now() - Clock::time_point(std::chrono::nanoseconds(sent));
   const bool clock_shared =
-      header.op != 0 && gap > -std::chrono::seconds(1) && gap < std::chrono::seconds(1);
-  const LocalRanks::Hello hello = ranks_.hello(client, l, clock_shared);
-  for (const Refusal& r : hello.refused) refuse(r);
-  if (hello.taken) {
+      sent != 0 && gap > -std::chrono::seconds(1) && gap < std::chrono::seconds(1);
+  const LocalRanks::Hello taken = ranks_.hello(client, l, clock_shared);
+  for (const Refusal& r : taken.refused) refuse(r);
+  if (taken.taken) {
     OpJob reset;
     reset.reset_rank = l;
     worker_.submit(std::move(reset));
     log_info("client connected as " + ranks_.rank_name(l));
   }
-  wire::IpcHeader welcome;
-  welcome.kind = wire::IpcKind::welcome;
-  welcome.request = header.request;
+  wire::Welcome welcome;
+  welcome.request = hello.request;
   welcome.world_size = static_cast<std::uint32_t>(config_.world_size());
   welcome.rank = static_cast<std::uint32_t>(config_.self_index * config_.local_ranks + l);
   welcome.local_ranks = static_cast<std::uint32_t>(config_.local_ranks);
@@ -244,48 +231,49 @@ void IpcServer::on_hello(const std::string& client, const wire::IpcHeader& heade
   send(client, welcome);
 }
 
-void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& header,
+void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
                           std::optional<zmq::message_t> values) {
-  const std::size_t l = header.local_rank;
-  if (!check_owner(client, header)) return;
-  Request r{client, header.request, l,     header.manifest, {},
+  const std::size_t l = submit.local_rank;
+  if (!check_owner(client, submit.local_rank, submit.request)) return;
+  Request r{client, submit.request, l,     submit.manifest, {},
             {},     nullptr,        false, Clock::now(),    std::nullopt};
   try {
-    r.method = CompressionMethod::parse(header.manifest.method);
+    r.method = CompressionMethod::parse(submit.manifest.method);
   } catch (const Error& e) {
-    send_error(client, header.request, e.code(), e.what());
+    send_error(client, submit.request, e.code(), e.what());
     return;
   }
-  const std::uint64_t bytes = header.manifest.elements() * sizeof(float);
-  r.staged = header.kind == wire::IpcKind::submit_staged;
-  const bool shared = header.kind == wire::IpcKind::submit_shared || r.staged;
+  const std::uint64_t bytes = submit.manifest.elements() * sizeof(float);
+  r.staged = submit.values == wire::ValuesIn::staged;
+  const bool shared = submit.values != wire::ValuesIn::frame;
   if (shared) r.region = ranks_.region(l);
   const std::uint64_t room =
       shared ? (r.region ? r.region->size() : 0) : (values ? values->size() : 0);
   if (shared ? room < bytes : room != bytes) {
-    send_error(client, header.request, ErrorCode::size_mismatch,
+    send_error(client, submit.request, ErrorCode::size_mismatch,
                std::string(shared ? "the shared buffer holds " : "the values frame holds ") +
                    std::to_string(room) + " bytes but the manifest's " +
-                   std::to_string(header.manifest.elements()) + " float32 elements need " +
+                   std::to_string(submit.manifest.elements()) + " float32 elements need " +
                    std::to_string(bytes));
     return;
   }
-  if (ranks_.clock_shared(l) && given_up(header)) {
+  if (ranks_.clock_shared(l) && given_up(submit.wait)) {
     // zringd read it after the client stopped waiting (zringd was stopped
     // or starved). Run, it would average the client's abandoned values;
     // dropped, the other ranks' op would be paired with this rank's next
     // one. It takes its place in the op, which fails on every rank: every
     // rank has one failed op, and they stay in step.
     const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
-        Clock::now() - Clock::time_point(std::chrono::nanoseconds(header.op)));
+        Clock::now() - Clock::time_point(std::chrono::nanoseconds(submit.wait.sent_ns)));
     r.given_up = ranks_.rank_name(l) + "'s zringd read its request " + std::to_string(age.count()) +
                  " ms after it was sent, when its client (timeout " +
-                 std::to_string(header.timeout_ms) + " ms) had given up on it";
+                 std::to_string(submit.wait.timeout_ms) + " ms) had given up on it";
     log_warn(*r.given_up + ": the op fails on every rank");
   } else if (shared) {
     r.values = collective::Bytes(r.region->data(), bytes, r.region);
   } else {
-    auto message = std::make_shared<zmq::message_t>(std::move(*values));
+    // No frame at all is a frame of 0 bytes (room == bytes == 0 here).
+    auto message = std::make_shared<zmq::message_t>(values ? std::move(*values) : zmq::message_t());
     r.values = collective::Bytes(message->data<std::uint8_t>(), message->size(), message);
   }
   if (const std::optional<Refusal> refusal = ranks_.submit(std::move(r))) return refuse(*refusal);
@@ -295,29 +283,29 @@ void IpcServer::on_submit(const std::string& client, const wire::IpcHeader& head
 // Whether the client had given up on the request by the time zringd read
 // it, or will before the first keepalive for it (a heartbeat away) can
 // reach it; the margin is at most a quarter of the client's timeout.
-bool IpcServer::given_up(const wire::IpcHeader& header) const {
-  if (header.timeout_ms == 0 || header.op == 0) return false;
-  const auto timeout = std::chrono::milliseconds(header.timeout_ms);
+bool IpcServer::given_up(const wire::ClientWait& wait) const {
+  if (wait.timeout_ms == 0 || wait.sent_ns == 0) return false;
+  const auto timeout = std::chrono::milliseconds(wait.timeout_ms);
   const auto margin = std::min<Clock::duration>(config_.heartbeat, timeout / 4);
-  const auto sent = Clock::time_point(std::chrono::nanoseconds(header.op));
+  const auto sent = Clock::time_point(std::chrono::nanoseconds(wait.sent_ns));
   return Clock::now() - sent >= timeout - margin;
 }
 
-bool IpcServer::check_owner(const std::string& client, const wire::IpcHeader& header) {
-  const std::optional<Refusal> refusal =
-      ranks_.check_owner(client, header.local_rank, header.request);
+bool IpcServer::check_owner(const std::string& client, std::uint32_t local_rank,
+                            std::uint64_t request) {
+  const std::optional<Refusal> refusal = ranks_.check_owner(client, local_rank, request);
   if (refusal) refuse(*refusal);
   return !refusal;
 }
 
 // A client with large tensors asks for a buffer both sides map.
-void IpcServer::on_attach(const std::string& client, const wire::IpcHeader& header) {
-  const std::size_t l = header.local_rank;
-  if (!check_owner(client, header)) return;
+void IpcServer::on_attach(const std::string& client, const wire::Attach& attach) {
+  const std::size_t l = attach.local_rank;
+  if (!check_owner(client, attach.local_rank, attach.request)) return;
   constexpr std::uint64_t kMaxShared = std::uint64_t{1} << 36;  // 64 GiB
-  if (header.wire_bytes == 0 || header.wire_bytes > kMaxShared) {
-    send_error(client, header.request, ErrorCode::resource_limit,
-               "a shared buffer of " + std::to_string(header.wire_bytes) +
+  if (attach.bytes == 0 || attach.bytes > kMaxShared) {
+    send_error(client, attach.request, ErrorCode::resource_limit,
+               "a shared buffer of " + std::to_string(attach.bytes) +
                    " bytes is not offered (1 byte .. 64 GiB)");
     return;
   }
@@ -325,17 +313,12 @@ void IpcServer::on_attach(const std::string& client, const wire::IpcHeader& head
   const std::string path = region_prefix_ + std::to_string(::getpid()) + "." + std::to_string(l) +
                            "." + std::to_string(++regions_made_);
   try {
-    ranks_.set_region(l, transport::SharedRegion::create(path, header.wire_bytes));
+    ranks_.set_region(l, transport::SharedRegion::create(path, attach.bytes));
   } catch (const Error& e) {
-    send_error(client, header.request, e.code(), e.what());
+    send_error(client, attach.request, e.code(), e.what());
     return;
   }
-  wire::IpcHeader reply;
-  reply.kind = wire::IpcKind::attach;
-  reply.request = header.request;
-  reply.wire_bytes = header.wire_bytes;
-  reply.text = path;
-  send(client, reply);
+  send(client, wire::Attached{attach.request, path, attach.bytes});
 }
 
 // One submission from every local rank makes an op.
@@ -360,7 +343,7 @@ void IpcServer::arm_stall_timer() {
 // learns why, and fails the op everywhere.
 void IpcServer::on_stall() {
   if (std::optional<OpJob> job = ranks_.fail_late(Clock::now())) {
-    log_warn(job->failure->text);
+    log_warn(job->input.failure->text);
     worker_.submit(std::move(*job));
   }
   assemble();
@@ -370,12 +353,7 @@ void IpcServer::arm_keepalive() {
   keepalive_timer_.expires_after(config_.heartbeat);
   keepalive_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || !running_) return;
-    wire::IpcHeader alive;
-    alive.kind = wire::IpcKind::keepalive;
-    for (const Request* r : ranks_.pending()) {
-      alive.request = r->id;
-      send(r->client, alive);
-    }
+    for (const Request* r : ranks_.pending()) send(r->client, wire::Keepalive{r->id});
     arm_keepalive();
   });
 }
@@ -385,6 +363,9 @@ void IpcServer::arm_keepalive() {
 void IpcServer::on_op_done(OpDone done) {
   const std::vector<Request> requests = ranks_.finish(done.id);
   if (requests.empty()) return;  // stopped meanwhile
+  if (!done.failure && !done.output)
+    done.failure = Status{ErrorCode::internal, "the ring answered op " + std::to_string(done.op) +
+                                                   " with neither a result nor a failure"};
   if (done.failure) {
     stats_.op_failed(requests.empty() ? "?" : op_name(requests.front().manifest), *done.failure);
     log_warn("op " + std::to_string(done.op) + " failed: " + done.failure->text);
@@ -400,7 +381,7 @@ void IpcServer::on_op_done(OpDone done) {
                       std::chrono::duration<double>(Clock::now() - assembled).count());
   log_debug("op " + std::to_string(done.op) + " done: " + op_name(requests.front().manifest) +
             ", " + std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
-            std::to_string(done.wire_bytes) + " bytes on the ring");
+            std::to_string(done.output->stats.bytes_sent) + " bytes on the ring");
   for (const Request& r : requests) reply_result(r, done, dense);
   record(requests, done);
 }
@@ -422,36 +403,37 @@ void IpcServer::record(const std::vector<Request>& requests, const OpDone& done)
   }
   r.local_ranks = requests.size();
   r.nodes = config_.nodes.size();
-  r.wire_bytes = done.wire_bytes;
   if (done.failure) r.error = done.failure->code;
-  if (done.phases) {
-    r.ring_began = done.phases->began;
-    r.prepared = done.phases->prepared;
-    r.summarized = done.phases->summarized;
-    r.data_done = done.phases->finished;
+  if (done.output) {
+    r.wire_bytes = done.output->stats.bytes_sent;
+    r.ring_began = done.output->phases.began;
+    r.prepared = done.output->phases.prepared;
+    r.summarized = done.output->phases.summarized;
+    r.data_done = done.output->phases.finished;
   }
   r.answered = Clock::now();
   timeline_.add(std::move(r));
 }
 
 void IpcServer::reply_result(const Request& r, const OpDone& done, std::uint64_t dense) {
-  wire::IpcHeader result;
-  result.kind = r.region ? wire::IpcKind::result_shared : wire::IpcKind::result;
+  wire::Result result;
+  result.in_shared_buffer = r.region != nullptr;
   result.request = r.id;
+  const collective::OpOutput& out = *done.output;
   result.op = done.op;
-  result.wire_bytes = done.wire_bytes;
+  result.wire_bytes = out.stats.bytes_sent;
   result.dense_bytes = dense;
   // The ranks of the ring that ran the op, numbered node by node in it.
   result.world_size = static_cast<std::uint32_t>(done.ring_nodes * config_.local_ranks);
   result.rank = static_cast<std::uint32_t>(done.ring_position * config_.local_ranks + r.local_rank);
   if (!r.region) {
-    send(r.client, result, share(done.values, done.elements));
+    send(r.client, result, share(out.values, out.elements));
     return;
   }
   // The client reads the average where it wrote its gradients.
-  const auto* values = reinterpret_cast<const std::uint8_t*>(done.values.get());
-  if (done.elements != 0 && values != r.region->data())
-    std::memcpy(r.region->data(), values, done.elements * sizeof(float));
+  const auto* values = reinterpret_cast<const std::uint8_t*>(out.values.get());
+  if (out.elements != 0 && values != r.region->data())
+    std::memcpy(r.region->data(), values, out.elements * sizeof(float));
   send(r.client, result);
 }
 
@@ -459,54 +441,49 @@ void IpcServer::on_ring_state(const RingState& state) {
   if (state.up && !stats_.ring.up)
     log_info("ring up (generation " + std::to_string(state.generation) + ")");
   if (!state.up && stats_.ring.up) log_warn("ring down: " + state.reason);
-  if (state.dropped > stats_.ring.dropped)
-    log_debug(std::to_string(state.dropped - stats_.ring.dropped) + " ring messages dropped");
+  const transport::RingCounters& counted = state.counters;
+  const transport::RingCounters& before = stats_.ring.counters;
+  if (counted.dropped > before.dropped)
+    log_debug(std::to_string(counted.dropped - before.dropped) + " ring messages dropped");
   // Refused connections are worth a warning, but a stranger retrying must
   // not flood the log: the first one, then at most one line a minute.
-  const std::uint64_t refused = state.auth_rejected + state.handshakes_failed;
-  if (refused > stats_.ring.auth_rejected + stats_.ring.handshakes_failed) {
+  const std::uint64_t refused = counted.auth_rejected + counted.handshakes_failed;
+  if (refused > before.auth_rejected + before.handshakes_failed) {
     const auto now = Clock::now();
     if (!refusal_logged_ || now - *refusal_logged_ >= std::chrono::minutes(1)) {
       refusal_logged_ = now;
-      log_warn("ring port: " + std::to_string(state.auth_rejected) +
-               " connections refused by key, " + std::to_string(state.handshakes_failed) +
-               " failed handshakes so far" +
-               (state.last_rejection.empty() ? "" : "; last key refused: " + state.last_rejection) +
-               (state.last_handshake_failure.empty()
-                    ? ""
-                    : "; last failed handshake: " + state.last_handshake_failure));
+      log_warn(
+          "ring port: " + std::to_string(counted.auth_rejected) + " connections refused by key, " +
+          std::to_string(counted.handshakes_failed) + " failed handshakes so far" +
+          (counted.last_rejection.empty() ? "" : "; last key refused: " + counted.last_rejection) +
+          (counted.last_handshake_failure.empty()
+               ? ""
+               : "; last failed handshake: " + counted.last_handshake_failure));
     }
   }
   stats_.ring_reported(state);
 }
 
-void IpcServer::on_status(const std::string& client, const wire::IpcHeader& header) {
-  wire::IpcHeader reply;
-  reply.kind = wire::IpcKind::status;
-  reply.request = header.request;
-  reply.text = render_status_json(stats_, config_);  // daemon/metrics.cpp
-  send(client, reply);
+void IpcServer::on_status(const std::string& client, const wire::StatusQuery& query) {
+  send(client, wire::StatusReport{query.request, status_report(stats_, config_)});
 }
 
 // The timeline travels in a frame of its own: 4096 ops are far more than an
-// IPC header's text may hold.
-void IpcServer::on_trace(const std::string& client, const wire::IpcHeader& header) {
-  wire::IpcHeader reply;
-  reply.kind = wire::IpcKind::trace;
-  reply.request = header.request;
-  reply.node = config_.self;
+// IPC text may hold.
+void IpcServer::on_trace(const std::string& client, const wire::TraceQuery& query) {
   const std::vector<std::uint8_t> trace = wire::encode_trace(timeline_.export_trace(config_.self));
-  send(client, reply, zmq::message_t(trace.data(), trace.size()));
+  send(client, wire::TraceReply{query.request, config_.self},
+       zmq::message_t(trace.data(), trace.size()));
 }
 
 // An answer goes out at once unless the client's pipe is full or answers
 // to it already wait: then it waits in the backlog, in order. A keepalive
 // is not worth keeping: such a client has messages to read.
-void IpcServer::send(const std::string& client, const wire::IpcHeader& header,
+void IpcServer::send(const std::string& client, const wire::IpcMessage& message,
                      std::optional<zmq::message_t> values) {
   if (!running_) return;
-  AnswerBacklog::Answer answer{wire::encode_ipc_header(header), std::move(values)};
-  const bool keepalive = header.kind == wire::IpcKind::keepalive;
+  AnswerBacklog::Answer answer{wire::encode_ipc(message), std::move(values)};
+  const bool keepalive = std::holds_alternative<wire::Keepalive>(message);
   if (backlog_.holds(client)) {
     if (!keepalive) park(client, std::move(answer));
   } else if (try_send(client, answer) == AnswerBacklog::Sent::full && !keepalive) {
@@ -574,12 +551,7 @@ void IpcServer::refuse(const Refusal& refusal) {
 
 void IpcServer::send_error(const std::string& client, std::uint64_t id, ErrorCode code,
                            const std::string& text) {
-  wire::IpcHeader error;
-  error.kind = wire::IpcKind::error;
-  error.request = id;
-  error.error_code = static_cast<std::uint32_t>(code);
-  error.text = text;
-  send(client, error);
+  send(client, wire::ErrorReply{id, code, text});
 }
 
 }  // namespace zring::daemon

@@ -55,21 +55,21 @@ class IpcServer {
   void arm();
   void drain();
   void handle(std::vector<zmq::message_t>& frames);
-  void on_hello(const std::string& client, const wire::IpcHeader& header);
-  void on_submit(const std::string& client, const wire::IpcHeader& header,
+  void on_hello(const std::string& client, const wire::Hello& hello);
+  void on_submit(const std::string& client, const wire::Submit& submit,
                  std::optional<zmq::message_t> values);
-  void on_status(const std::string& client, const wire::IpcHeader& header);
-  void on_trace(const std::string& client, const wire::IpcHeader& header);
-  void on_attach(const std::string& client, const wire::IpcHeader& header);
-  bool check_owner(const std::string& client, const wire::IpcHeader& header);
-  [[nodiscard]] bool given_up(const wire::IpcHeader& header) const;
+  void on_status(const std::string& client, const wire::StatusQuery& query);
+  void on_trace(const std::string& client, const wire::TraceQuery& query);
+  void on_attach(const std::string& client, const wire::Attach& attach);
+  bool check_owner(const std::string& client, std::uint32_t local_rank, std::uint64_t request);
+  [[nodiscard]] bool given_up(const wire::ClientWait& wait) const;
   void reply_result(const Request& r, const OpDone& done, std::uint64_t dense);
   void record(const std::vector<Request>& requests, const OpDone& done);
   void assemble();
   void arm_stall_timer();
   void on_stall();
   void arm_keepalive();
-  void send(const std::string& client, const wire::IpcHeader& header,
+  void send(const std::string& client, const wire::IpcMessage& message,
             std::optional<zmq::message_t> values = std::nullopt);
   AnswerBacklog::Sent try_send(const std::string& client, AnswerBacklog::Answer& answer);
   void park(const std::string& client, AnswerBacklog::Answer answer);

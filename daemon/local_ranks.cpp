@@ -75,17 +75,18 @@ std::vector<OpJob> LocalRanks::assemble() {
       requests.push_back(std::move(queue.front()));
       queue.pop_front();
     }
-    job.manifest = requests[0].manifest;
-    job.method = requests[0].method;
+    collective::OpInput& input = job.input;
+    input.manifest = requests[0].manifest;
+    input.method = requests[0].method;
     for (const Request& r : requests)
-      if (r.given_up && !job.failure) job.failure = Status{ErrorCode::aborted, *r.given_up};
-    for (std::size_t l = 1; l < requests.size() && !job.failure; ++l) {
+      if (r.given_up && !input.failure) input.failure = Status{ErrorCode::aborted, *r.given_up};
+    for (std::size_t l = 1; l < requests.size() && !input.failure; ++l) {
       const std::string diff = collective::manifest_difference(requests[0].manifest, rank_name(0),
                                                                requests[l].manifest, rank_name(l));
       if (!diff.empty())
-        job.failure = Status{ErrorCode::manifest_mismatch, "manifest mismatch: " + diff};
+        input.failure = Status{ErrorCode::manifest_mismatch, "manifest mismatch: " + diff};
     }
-    if (!job.failure) {
+    if (!input.failure) {
       for (const Request& r : requests) {
         job.values.push_back(r.values);
         if (!r.staged) continue;
@@ -95,8 +96,8 @@ std::vector<OpJob> LocalRanks::assemble() {
         job.staged_who[r.local_rank] = rank_name(r.local_rank);
       }
       if (requests[0].region) {
-        job.output = reinterpret_cast<float*>(requests[0].region->data());
-        job.output_owner = requests[0].region;
+        input.output = reinterpret_cast<float*>(requests[0].region->data());
+        input.output_owner = requests[0].region;
       }
     }
     running_.emplace(job.id, std::move(requests));
@@ -123,7 +124,7 @@ std::optional<OpJob> LocalRanks::fail_late(IpcClock::time_point now) {
                            " ms, while other ranks of the node did";
   OpJob job;
   job.id = next_job_++;
-  job.failure = Status{ErrorCode::timeout, text};
+  job.input.failure = Status{ErrorCode::timeout, text};
   std::vector<Request> requests;
   for (std::size_t l = 0; l < waiting_.size(); ++l) {
     if (waiting_[l].empty()) {
@@ -133,8 +134,8 @@ std::optional<OpJob> LocalRanks::fail_late(IpcClock::time_point now) {
     requests.push_back(std::move(waiting_[l].front()));
     waiting_[l].pop_front();
   }
-  job.manifest = requests.front().manifest;
-  job.method = requests.front().method;
+  job.input.manifest = requests.front().manifest;
+  job.input.method = requests.front().method;
   running_.emplace(job.id, std::move(requests));
   return job;
 }

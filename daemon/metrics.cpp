@@ -16,8 +16,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using boost::asio::ip::tcp;
 
-constexpr std::size_t kMaxSessions = 32;          // concurrent scrapers; more are turned away
-constexpr std::size_t kStatusBudget = 48 * 1024;  // the IPC reply must stay < 64 KiB
+constexpr std::size_t kMaxSessions = 32;  // concurrent scrapers; more are turned away
 constexpr auto kIdleTimeout = std::chrono::seconds(30);
 
 std::int64_t unix_seconds(DaemonStats::Time t) {
@@ -30,66 +29,25 @@ std::string number(double value) {
   return text;
 }
 
-// --- JSON ---------------------------------------------------------------------
-
-std::string json_string(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (byte < 0x20) {
-      out += "\\u00";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0xf];
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 // Error texts can name many tensors; the report keeps their start.
 std::string clip(const std::string& text, std::size_t limit = 2048) {
   return text.size() <= limit ? text : text.substr(0, limit) + "...";
 }
 
-std::string json_names(const std::vector<std::string>& names) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : ",") + json_string(names[i]);
-  return out + "]";
-}
-
-std::string json_members(const DaemonStats& stats, const RingConfig& config, std::size_t budget) {
-  std::string out = "[";
-  for (std::size_t n = 0; n < config.nodes.size(); ++n) {
-    const std::string state = n < stats.ring.peers.size() ? stats.ring.peers[n]
-                              : n == config.self_index    ? "self"
-                                                          : "unknown";
-    std::string member = "{\"name\":" + json_string(config.nodes[n].name) +
-                         ",\"address\":" + json_string(config.nodes[n].address) +
-                         ",\"first_rank\":" + std::to_string(n * config.local_ranks) +
-                         ",\"state\":" + json_string(state) + "}";
-    if (out.size() + member.size() > budget) return out + "],\"members_cut\":true";
-    out += (n == 0 ? "" : ",") + member;
+wire::MemberState member_state(transport::PeerState state) {
+  switch (state) {
+    case transport::PeerState::self:
+      return wire::MemberState::self;
+    case transport::PeerState::member:
+      return wire::MemberState::up;
+    case transport::PeerState::live:
+      return wire::MemberState::live;
+    case transport::PeerState::silent:
+      return wire::MemberState::down;
+    case transport::PeerState::unknown:
+      break;
   }
-  return out + "],\"members_cut\":false";
-}
-
-std::string json_methods(const DaemonStats& stats, std::size_t budget) {
-  std::string out = "{";
-  for (const auto& [name, m] : stats.methods) {
-    std::string entry = json_string(name) + ":{\"ops\":" + std::to_string(m.ops) +
-                        ",\"failed\":" + std::to_string(m.failed) +
-                        ",\"raw_bytes\":" + std::to_string(m.raw_bytes) +
-                        ",\"wire_bytes_sent\":" + std::to_string(m.wire_bytes_sent) +
-                        ",\"wire_bytes_received\":" + std::to_string(m.wire_bytes_received) + "}";
-    if (out.size() + entry.size() > budget) return out + "},\"methods_cut\":true";
-    out += (out.size() == 1 ? "" : ",") + entry;
-  }
-  return out + "},\"methods_cut\":false";
+  return wire::MemberState::unknown;
 }
 
 // --- Prometheus text ------------------------------------------------------------
@@ -132,29 +90,31 @@ void ring_families(Exposition& e, const DaemonStats& stats, const RingConfig& co
            "1 while the listed node is a member of the ring this node is up in; this node counts "
            "as up.");
   for (std::size_t n = 0; n < config.nodes.size(); ++n) {
-    const bool up = n == config.self_index || (n < ring.peers.size() && ring.peers[n] == "up");
+    const bool up = n == config.self_index ||
+                    (n < ring.peers.size() && ring.peers[n] == transport::PeerState::member);
     e.sample("zring_peer_up",
              "peer=" + label(config.nodes[n].name) + ",address=" + label(config.nodes[n].address),
              up ? "1" : "0");
   }
   e.family("zring_ring_formations_total", "counter", "Ring generations this node adopted.");
-  e.sample("zring_ring_formations_total", "", std::to_string(ring.formations));
+  e.sample("zring_ring_formations_total", "", std::to_string(ring.counters.formations));
   e.family("zring_ring_messages_dropped_total", "counter",
            "Ring messages thrown away: stale, stray, oversized or malformed.");
-  e.sample("zring_ring_messages_dropped_total", "", std::to_string(ring.dropped));
+  e.sample("zring_ring_messages_dropped_total", "", std::to_string(ring.counters.dropped));
   e.family("zring_ring_messages_malformed_total", "counter", "Ring messages that did not decode.");
-  e.sample("zring_ring_messages_malformed_total", "", std::to_string(ring.malformed));
+  e.sample("zring_ring_messages_malformed_total", "", std::to_string(ring.counters.malformed));
   e.family("zring_ring_auth_rejected_total", "counter",
            "CurveZMQ clients refused at the ring port: their key is not one of the ring's.");
-  e.sample("zring_ring_auth_rejected_total", "", std::to_string(ring.auth_rejected));
+  e.sample("zring_ring_auth_rejected_total", "", std::to_string(ring.counters.auth_rejected));
   e.family("zring_ring_handshakes_failed_total", "counter",
            "Connections to the ring port that failed the handshake (no or wrong keys, another "
            "protocol).");
-  e.sample("zring_ring_handshakes_failed_total", "", std::to_string(ring.handshakes_failed));
+  e.sample("zring_ring_handshakes_failed_total", "",
+           std::to_string(ring.counters.handshakes_failed));
   e.family("zring_ring_disconnects_total", "counter",
            "Connections to the ring port closed: a peer went away or broke the protocol (oversized "
            "frame).");
-  e.sample("zring_ring_disconnects_total", "", std::to_string(ring.disconnects));
+  e.sample("zring_ring_disconnects_total", "", std::to_string(ring.counters.disconnects));
   e.family("zring_ring_idle_bytes_total", "counter",
            "Bytes on the ring between ops (heartbeats, membership), by direction.");
   e.sample("zring_ring_idle_bytes_total", "direction=\"sent\"",
@@ -210,49 +170,53 @@ void op_families(Exposition& e, const DaemonStats& stats) {
 
 }  // namespace
 
-std::string render_status_json(const DaemonStats& stats, const RingConfig& config) {
-  const auto now = std::chrono::system_clock::now();
+wire::DaemonStatus status_report(const DaemonStats& stats, const RingConfig& config) {
   const RingState& ring = stats.ring;
-  std::string out =
-      "{\"node\":" + json_string(config.self) + ",\"version\":" + json_string(version()) +
-      ",\"ring_up\":" + (ring.up ? "true" : "false") +
-      ",\"generation\":" + std::to_string(ring.generation) +
-      ",\"ops_done\":" + std::to_string(stats.ops_done) +
-      ",\"ops_failed\":" + std::to_string(stats.ops_failed) +
-      ",\"dropped\":" + std::to_string(ring.dropped) +
-      ",\"malformed\":" + std::to_string(ring.malformed) +
-      ",\"last_drop\":" + json_string(clip(ring.last_drop, 512)) +
-      ",\"curve\":" + (config.curve ? "true" : "false") +
-      ",\"auth_rejected\":" + std::to_string(ring.auth_rejected) +
-      ",\"handshakes_failed\":" + std::to_string(ring.handshakes_failed) +
-      ",\"disconnects\":" + std::to_string(ring.disconnects) +
-      ",\"last_rejection\":" + json_string(clip(ring.last_rejection, 512)) +
-      ",\"last_handshake_failure\":" + json_string(clip(ring.last_handshake_failure, 512)) +
-      ",\"formations\":" + std::to_string(ring.formations) +
-      ",\"ring_members\":" + json_names(ring.members) +
-      ",\"min_nodes\":" + std::to_string(config.min_nodes) +
-      ",\"last_change\":" + json_string(clip(ring.last_change, 512)) +
-      ",\"ring_reason\":" + json_string(clip(ring.reason)) +
-      ",\"ring_since\":" + std::to_string(unix_seconds(stats.ring_since)) +
-      ",\"started\":" + std::to_string(unix_seconds(stats.started)) +
-      ",\"now\":" + std::to_string(unix_seconds(now)) +
-      ",\"world_size\":" + std::to_string(config.world_size()) +
-      ",\"local_ranks\":" + std::to_string(config.local_ranks) +
-      ",\"first_rank\":" + std::to_string(config.self_index * config.local_ranks) +
-      ",\"last_error\":" + json_string(clip(stats.last_error)) + ",\"last_error_at\":" +
-      std::to_string(stats.last_error.empty() ? 0 : unix_seconds(stats.last_error_at)) +
-      ",\"idle_bytes_sent\":" + std::to_string(stats.idle_bytes_sent) +
-      ",\"idle_bytes_received\":" + std::to_string(stats.idle_bytes_received) +
-      ",\"metrics\":" + json_string(config.metrics ? config.metrics->listen : "") + ",\"errors\":{";
-  bool first = true;
-  for (const auto& [kind, count] : stats.errors) {
-    out += (first ? "" : ",") + json_string(kind) + ":" + std::to_string(count);
-    first = false;
+  const transport::RingCounters& counted = ring.counters;
+  wire::DaemonStatus s;
+  s.node = config.self;
+  s.version = version();
+  s.started = unix_seconds(stats.started);
+  s.now = unix_seconds(std::chrono::system_clock::now());
+  s.world_size = config.world_size();
+  s.local_ranks = config.local_ranks;
+  s.first_rank = config.self_index * config.local_ranks;
+  s.ring_up = ring.up;
+  s.generation = ring.generation;
+  s.ring_reason = clip(ring.reason);
+  s.ring_since = unix_seconds(stats.ring_since);
+  s.ring_members = ring.members;
+  s.min_nodes = config.min_nodes;
+  s.last_change = clip(ring.last_change, 512);
+  s.formations = counted.formations;
+  s.dropped = counted.dropped;
+  s.malformed = counted.malformed;
+  s.last_drop = clip(counted.last_drop, 512);
+  s.curve = config.curve.has_value();
+  s.auth_rejected = counted.auth_rejected;
+  s.handshakes_failed = counted.handshakes_failed;
+  s.disconnects = counted.disconnects;
+  s.last_rejection = clip(counted.last_rejection, 512);
+  s.last_handshake_failure = clip(counted.last_handshake_failure, 512);
+  for (std::size_t n = 0; n < config.nodes.size(); ++n) {
+    const wire::MemberState state = n < ring.peers.size()    ? member_state(ring.peers[n])
+                                    : n == config.self_index ? wire::MemberState::self
+                                                             : wire::MemberState::unknown;
+    s.members.push_back(
+        {config.nodes[n].name, config.nodes[n].address, n * config.local_ranks, state});
   }
-  out += "},\"methods\":" + json_methods(stats, kStatusBudget / 3);
-  out += ",\"members\":" +
-         json_members(stats, config, kStatusBudget - std::min(out.size(), kStatusBudget / 2));
-  return out + "}";
+  s.ops_done = stats.ops_done;
+  s.ops_failed = stats.ops_failed;
+  for (const auto& [kind, count] : stats.errors) s.errors.push_back({kind, count});
+  s.last_error = clip(stats.last_error);
+  s.last_error_at = stats.last_error.empty() ? 0 : unix_seconds(stats.last_error_at);
+  for (const auto& [name, m] : stats.methods)
+    s.methods.push_back(
+        {name, m.ops, m.failed, m.raw_bytes, m.wire_bytes_sent, m.wire_bytes_received});
+  s.idle_bytes_sent = stats.idle_bytes_sent;
+  s.idle_bytes_received = stats.idle_bytes_received;
+  s.metrics = config.metrics ? config.metrics->listen : "";
+  return s;
 }
 
 std::string render_prometheus(const DaemonStats& stats, const RingConfig& config) {

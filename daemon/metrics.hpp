@@ -1,8 +1,9 @@
 // metrics.hpp - the daemon's numbers for people and for Prometheus (daemon-internal).
 //
 // DaemonStats (kept by the IPC server on the io thread) is shown two ways:
-// as the JSON that `zringctl status` asks for over IPC, and as Prometheus
-// text on an optional HTTP endpoint (`metrics: {listen: HOST:PORT}`):
+// as the status report (a wire::DaemonStatus) that `zringctl status` asks
+// for over IPC and renders itself, and as Prometheus text on an optional
+// HTTP endpoint (`metrics: {listen: HOST:PORT}`):
 //
 //   curl http://127.0.0.1:9464/metrics
 //
@@ -20,12 +21,12 @@
 #include <zring/config.hpp>
 
 #include "daemon_stats.hpp"
+#include "wire/daemon_status.hpp"
 
 namespace zring::daemon {
 
-// The status report, one JSON object, well under 64 KiB (long member and
-// method lists are cut short and say so).
-[[nodiscard]] std::string render_status_json(const DaemonStats& stats, const RingConfig& config);
+// The status report zringctl renders (`zringctl status`, its --json).
+[[nodiscard]] wire::DaemonStatus status_report(const DaemonStats& stats, const RingConfig& config);
 
 // The Prometheus text exposition format, version 0.0.4.
 [[nodiscard]] std::string render_prometheus(const DaemonStats& stats, const RingConfig& config);

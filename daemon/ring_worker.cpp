@@ -203,26 +203,15 @@ std::optional<OpJob> RingWorker::take_ready_job() {
 
 void RingWorker::report_state() {
   Ring& r = *ring_;
-  const transport::RingCounters& c = r.ring.counters();
   RingState state;
   state.up = r.ring.up();
   state.reason = r.ring.down_reason();
   state.generation = r.ring.generation();
-  state.dropped = c.dropped;
-  state.malformed = c.malformed;
-  state.formations = c.formations;
-  state.bytes_sent = c.bytes_sent;
-  state.bytes_received = c.bytes_received;
-  state.auth_rejected = c.auth_rejected;
-  state.handshakes_failed = c.handshakes_failed;
-  state.disconnects = c.disconnects;
-  state.last_rejection = c.last_rejection;
-  state.last_handshake_failure = c.last_handshake_failure;
-  state.last_drop = c.last_drop;
+  state.counters = r.ring.counters();
   const transport::Membership& membership = r.ring.membership();
   const auto now = Clock::now();
   for (std::size_t n = 0; n < config_.nodes.size(); ++n)
-    state.peers.push_back(transport::peer_state_name(membership.peer(n, now)));
+    state.peers.push_back(membership.peer(n, now));
   for (const std::uint32_t m : membership.members())
     state.members.push_back(config_.nodes.at(m).name);
   state.last_change = membership.last_change();
@@ -237,15 +226,18 @@ void RingWorker::execute(OpJob& job) {
   Ring& r = *ring_;
   OpDone done;
   done.id = job.id;
-  collective::OpInput input;
-  input.manifest = job.manifest;
-  input.method = job.method;
-  const std::size_t elements = job.manifest.elements();
+  collective::OpInput& input = job.input;  // a job that runs again is set up again
+  input.ranks.clear();
+  input.rank0_owner.reset();
+  input.staging = nullptr;
+  const std::size_t elements = input.manifest.elements();
   std::vector<std::vector<float>> aligned;  // copies of values ZeroMQ left misaligned
   for (const collective::Bytes& values : job.values) {
+    if (input.failure) break;
     const std::uint8_t* p = values.data();
     if (values.size() != elements * sizeof(float)) {
-      job.failure = Status{ErrorCode::internal, "values frame of the wrong size reached the ring"};
+      input.failure =
+          Status{ErrorCode::internal, "values frame of the wrong size reached the ring"};
       break;
     }
     if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) == 0) {
@@ -257,18 +249,14 @@ void RingWorker::execute(OpJob& job) {
     std::memcpy(copy.data(), p, elements * sizeof(float));
     input.ranks.push_back(copy.data());
   }
-  if (!job.failure && job.output &&
-      reinterpret_cast<std::uintptr_t>(job.output) % alignof(float) == 0) {
-    input.output = job.output;
-    input.output_owner = job.output_owner;
+  if (input.output && reinterpret_cast<std::uintptr_t>(input.output) % alignof(float) != 0) {
+    input.output = nullptr;  // the workspace's buffer, then
+    input.output_owner.reset();
   }
-  if (job.failure) {
-    input.ranks.clear();
-    input.failure = job.failure;
-  }
+  if (input.failure) input.ranks.clear();
   // Values still being copied in: the op waits for them as it needs them.
   std::optional<transport::RegionStaging> staging;
-  if (!job.failure && !job.staged.empty()) {
+  if (!input.failure && !job.staged.empty()) {
     staging.emplace(job.staged, job.staged_who,
                     collective::StagingOrder(elements, config_.nodes.size(), config_.self_index),
                     config_.timeout, r.ring.nodes(), r.ring.node());
@@ -295,7 +283,7 @@ void RingWorker::execute(OpJob& job) {
   // A failed op must not eat what it did not send: run_allreduce changes
   // the residuals only when the op succeeds.
   const auto started = Clock::now();
-  done.phases.emplace().began = started;
+  done.output.emplace().phases.began = started;
   try {
     collective::OpOutput out =
         collective::run_allreduce(r.ring, context, input, r.residuals, r.workspace);
@@ -309,10 +297,7 @@ void RingWorker::execute(OpJob& job) {
               " us (prepare " + us(p.prepared - p.began) + ", summaries " +
               us(p.summarized - p.began) + ", data " + us(p.finished - p.summarized) + ") for " +
               std::to_string(out.stats.bytes_sent) + " bytes sent");
-    done.values = std::move(out.values);
-    done.elements = out.elements;
-    done.wire_bytes = out.stats.bytes_sent;
-    done.phases = p;
+    done.output = std::move(out);
   } catch (const collective::AgreedFailure& e) {
     r.ring.end_op(Status{e.code(), e.what(), true});
     done.failure = Status{e.code(), e.what()};

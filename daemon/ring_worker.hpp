@@ -27,7 +27,9 @@
 #include "collective/link.hpp"
 #include "collective/manifest.hpp"
 #include "status.hpp"
+#include "transport/membership.hpp"
 #include "transport/shared_region.hpp"
+#include "transport/zmq_ring.hpp"
 
 namespace zring::daemon {
 
@@ -36,21 +38,21 @@ namespace zring::daemon {
 // residuals (a new process took the rank).
 struct OpJob {
   std::uint64_t id = 0;
-  collective::Manifest manifest;
-  CompressionMethod method;
+  // The op as the ring runs it: its manifest and parsed method; where the
+  // averages go when local rank 0 handed its values over in a shared buffer
+  // (that buffer itself, so no copy is needed to return them); and
+  // input.failure when the node cannot take part. The ring thread points
+  // input.ranks at `values` (copying what ZeroMQ left misaligned) and sets
+  // input.staging.
+  collective::OpInput input;
   // Per local rank, the fused float32 values (in a ZeroMQ message or a
   // shared buffer, kept alive by the Bytes).
   std::vector<collective::Bytes> values;
-  // Where the averages go when local rank 0 handed its values over in a
-  // shared buffer: that buffer itself, so no copy is needed to return them.
-  float* output = nullptr;
-  std::shared_ptr<void> output_owner;
   // Per local rank whose values are still being copied in (submit_staged):
   // its shared buffer (with the progress board), else nullptr; empty when
   // no rank staged. staged_who names the ranks in errors.
   std::vector<std::shared_ptr<transport::SharedRegion>> staged;
   std::vector<std::string> staged_who;
-  std::optional<Status> failure;          // the node cannot take part in this op
   std::optional<std::size_t> reset_rank;  // a reset job, not an op
   unsigned runs = 0;                      // how often the ring began it (a ring change can
                                           // make it run again)
@@ -59,41 +61,30 @@ struct OpJob {
 struct OpDone {
   std::uint64_t id = 0;
   std::uint64_t op = 0;
-  std::shared_ptr<float[]> values;  // averaged, manifest order
-  std::size_t elements = 0;
-  std::uint64_t wire_bytes = 0;  // what this node put on the ring
   // The ring that ran the op: how many nodes, and this one's position.
   std::size_t ring_nodes = 0;
   std::size_t ring_position = 0;
   std::optional<Status> failure;
-  // When the ring thread ran the op (the timeline): unset when it failed
-  // before run_allreduce; when run_allreduce threw, only `began` is set.
-  std::optional<collective::OpOutput::Phases> phases;
+  // What run_allreduce returned: the averages (manifest order), what this
+  // node put on the ring, and where the time went (the timeline). Unset
+  // when the op failed before run_allreduce; when run_allreduce threw, only
+  // output->phases.began is set.
+  std::optional<collective::OpOutput> output;
 };
 
+// The ring's health as the ring thread sees it, reported to the io thread.
 struct RingState {
   bool up = false;
   std::string reason;  // why not up
   std::uint64_t generation = 0;
-  std::uint64_t dropped = 0;
-  std::uint64_t malformed = 0;
-  std::uint64_t formations = 0;      // ring generations adopted since start
-  std::uint64_t bytes_sent = 0;      // every frame this node put on the ring, since start
-  std::uint64_t bytes_received = 0;  // every frame it took off the ring, since start
-  // Per listed node, in file order (transport::peer_state_name): "self";
-  // "up", a member of the ring this node is up in; "live", heard within the
-  // timeout but not in the ring; "down", silent for longer; "unknown", not
-  // heard yet since this node started.
-  std::vector<std::string> peers;
+  // Drops, formations, bytes on the ring and refusals at the ring port,
+  // since start, as the transport counts them.
+  transport::RingCounters counters;
+  // Per listed node, in file order, what the membership knows of it (its
+  // name in reports: transport::peer_state_name).
+  std::vector<transport::PeerState> peers;
   std::vector<std::string> members;  // the ring (when up) or the one forming, by name
   std::string last_change;           // the last change of members, and why
-
-  std::uint64_t auth_rejected = 0;      // CurveZMQ clients whose key is not the ring's
-  std::uint64_t handshakes_failed = 0;  // ring connections that failed the handshake
-  std::uint64_t disconnects = 0;        // ring connections closed
-  std::string last_rejection;           // the last key refused, and from where
-  std::string last_handshake_failure;   // what the last failed handshake was
-  std::string last_drop;                // why the last ring message was dropped
 
   bool operator==(const RingState&) const = default;
 };

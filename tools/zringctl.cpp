@@ -6,8 +6,9 @@
 //   zringctl keygen [--out PREFIX] [--node NAME]
 //
 // status asks the node's zringd over its IPC socket (the daemon answers with
-// one JSON object, built in daemon/metrics.cpp) and prints it as tables, or
-// as it came with --json. trace asks one or more daemons for the phases of
+// its status report, a wire::DaemonStatus built in daemon/metrics.cpp) and
+// prints it as tables, or as one JSON object with --json
+// (client/status_json.cpp). trace asks one or more daemons for the phases of
 // their last ops and writes them as Chrome trace-event JSON (trace_report.*),
 // or prints them as a table. keygen makes a CurveZMQ key pair for a node.
 #include <fcntl.h>
@@ -22,35 +23,19 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
-
-#define BOOST_BIND_GLOBAL_PLACEHOLDERS  // property_tree still includes the old boost/bind.hpp
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 #include <zring/zring.hpp>
 
 #include "client/status.hpp"
+#include "client/status_json.hpp"
 #include "config/keys.hpp"
 #include "trace_report.hpp"
 #include "wire/wire.hpp"
 
 namespace {
 
-using boost::property_tree::ptree;
-
-// Numbers and flags of the report, read as text: ptree's own numeric
-// conversions trip GCC's -Wmaybe-uninitialized inside Boost.
-std::uint64_t count(const ptree& tree, const std::string& key) {
-  return std::stoull(tree.get<std::string>(key));
-}
-std::int64_t seconds(const ptree& tree, const std::string& key) {
-  return std::stoll(tree.get<std::string>(key));
-}
-bool flag(const ptree& tree, const std::string& key) {
-  return tree.get<std::string>(key, "false") == "true";
-}
+using zring::wire::DaemonStatus;
 
 const char* kUsage =
     "usage: zringctl status [--config FILE | --endpoint ipc://PATH] [--node NAME] [--json]\n"
@@ -165,97 +150,81 @@ std::string plural(std::uint64_t n, const std::string& word) {
 
 // --- status ------------------------------------------------------------------------
 
-void print_members(const ptree& report) {
+void print_members(const DaemonStatus& report) {
   std::vector<std::vector<std::string>> rows{{"#", "NODE", "ADDRESS", "FIRST RANK", "STATE"}};
   std::size_t n = 0;
-  for (const auto& [key, member] : report.get_child("members")) {
-    const std::string state = member.get<std::string>("state");
-    const std::string shown = state == "self"   ? "this node"
-                              : state == "up"   ? "in the ring"
-                              : state == "live" ? "live, not in the ring"
-                              : state == "down" ? "unreachable"
-                                                : "not heard yet";
-    rows.push_back({std::to_string(n++), member.get<std::string>("name"),
-                    member.get<std::string>("address"), member.get<std::string>("first_rank"),
-                    shown});
+  for (const zring::wire::MemberStatus& member : report.members) {
+    using State = zring::wire::MemberState;
+    const std::string shown = member.state == State::self   ? "this node"
+                              : member.state == State::up   ? "in the ring"
+                              : member.state == State::live ? "live, not in the ring"
+                              : member.state == State::down ? "unreachable"
+                                                            : "not heard yet";
+    rows.push_back({std::to_string(n++), member.name, member.address,
+                    std::to_string(member.first_rank), shown});
   }
   print_table(rows);
-  if (flag(report, "members_cut")) std::cout << "  ... (more members; see --json)\n";
+  if (report.members_cut) std::cout << "  ... (more members; see --json)\n";
 }
 
-void print_traffic(const ptree& report) {
+void print_traffic(const DaemonStatus& report) {
   std::vector<std::vector<std::string>> rows{
       {"METHOD", "OPS", "FAILED", "RAW BYTES", "WIRE SENT", "WIRE RECEIVED", "RAW/WIRE"}};
-  for (const auto& [method, m] : report.get_child("methods")) {
-    const auto raw = count(m, "raw_bytes");
-    const auto sent = count(m, "wire_bytes_sent");
+  for (const zring::wire::MethodStatus& m : report.methods) {
     char ratio[32] = "-";
-    if (raw > 0 && sent > 0)
+    if (m.raw_bytes > 0 && m.wire_bytes_sent > 0)
       std::snprintf(ratio, sizeof ratio, "x%.2f",
-                    static_cast<double>(raw) / static_cast<double>(sent));
-    rows.push_back({method, m.get<std::string>("ops"), m.get<std::string>("failed"), bytes(raw),
-                    bytes(sent), bytes(count(m, "wire_bytes_received")), ratio});
+                    static_cast<double>(m.raw_bytes) / static_cast<double>(m.wire_bytes_sent));
+    rows.push_back({m.method, std::to_string(m.ops), std::to_string(m.failed), bytes(m.raw_bytes),
+                    bytes(m.wire_bytes_sent), bytes(m.wire_bytes_received), ratio});
   }
-  rows.push_back({"(between ops)", "", "", "", bytes(count(report, "idle_bytes_sent")),
-                  bytes(count(report, "idle_bytes_received")), ""});
+  rows.push_back({"(between ops)", "", "", "", bytes(report.idle_bytes_sent),
+                  bytes(report.idle_bytes_received), ""});
   print_table(rows);
-  if (flag(report, "methods_cut")) std::cout << "  ... (more methods; see --json)\n";
+  if (report.methods_cut) std::cout << "  ... (more methods; see --json)\n";
 }
 
-void print_status(const ptree& report) {
-  const auto now = seconds(report, "now");
-  const auto first = count(report, "first_rank");
-  const auto local = count(report, "local_ranks");
-  std::cout << "node        " << report.get<std::string>("node") << ", zringd "
-            << report.get<std::string>("version") << ", running for "
-            << duration(now - seconds(report, "started")) << "\n"
+void print_status(const DaemonStatus& report) {
+  const auto now = static_cast<std::int64_t>(report.now);
+  const auto first = report.first_rank;
+  const auto local = report.local_ranks;
+  std::cout << "node        " << report.node << ", zringd " << report.version << ", running for "
+            << duration(now - static_cast<std::int64_t>(report.started)) << "\n"
             << "ranks       "
             << (local == 1 ? std::to_string(first)
                            : std::to_string(first) + "-" + std::to_string(first + local - 1))
-            << " of world size " << report.get<std::string>("world_size") << " ("
-            << plural(local, "local rank") << ")\n";
-  const bool up = flag(report, "ring_up");
-  const auto since = seconds(report, "ring_since");
-  std::cout << "ring        " << (up ? "up" : "DOWN") << " since " << clock_time(since) << " ("
-            << duration(now - since) << ")";
-  if (!up) std::cout << ": " << report.get<std::string>("ring_reason");
-  // Membership (reports of older daemons do not have it).
-  if (report.count("ring_members") != 0) {
-    std::string ring;
-    for (const auto& [key, name] : report.get_child("ring_members"))
-      ring += (ring.empty() ? "" : " ") + name.data();
-    std::cout << "\n            members [" << ring << "], quorum "
-              << report.get<std::string>("min_nodes") << " of "
-              << report.get_child("members").size() << " listed";
-    const std::string change = report.get<std::string>("last_change", "");
-    if (!change.empty()) std::cout << "\n            last change: " << change;
-  }
-  std::cout << "\n            " << plural(count(report, "formations"), "formation") << ", "
-            << report.get<std::string>("dropped") << " ring messages dropped ("
-            << report.get<std::string>("malformed") << " malformed)\n";
-  // Refusals at the ring port (reports of older daemons do not have them).
-  std::cout << "ring port   CurveZMQ " << (flag(report, "curve") ? "on" : "off") << ", "
-            << report.get<std::string>("auth_rejected", "0") << " connections refused by key, "
-            << report.get<std::string>("handshakes_failed", "0") << " failed handshakes, "
-            << report.get<std::string>("disconnects", "0") << " disconnects\n";
+            << " of world size " << report.world_size << " (" << plural(local, "local rank")
+            << ")\n";
+  const auto since = static_cast<std::int64_t>(report.ring_since);
+  std::cout << "ring        " << (report.ring_up ? "up" : "DOWN") << " since " << clock_time(since)
+            << " (" << duration(now - since) << ")";
+  if (!report.ring_up) std::cout << ": " << report.ring_reason;
+  std::string ring;
+  for (const std::string& name : report.ring_members) ring += (ring.empty() ? "" : " ") + name;
+  std::cout << "\n            members [" << ring << "], quorum " << report.min_nodes << " of "
+            << report.members.size() << " listed";
+  if (!report.last_change.empty()) std::cout << "\n            last change: " << report.last_change;
+  std::cout << "\n            " << plural(report.formations, "formation") << ", " << report.dropped
+            << " ring messages dropped (" << report.malformed << " malformed)\n";
+  std::cout << "ring port   CurveZMQ " << (report.curve ? "on" : "off") << ", "
+            << report.auth_rejected << " connections refused by key, " << report.handshakes_failed
+            << " failed handshakes, " << report.disconnects << " disconnects\n";
   std::cout << "members\n";
   print_members(report);
-  std::cout << "ops         " << report.get<std::string>("ops_done") << " done, "
-            << report.get<std::string>("ops_failed") << " failed";
+  std::cout << "ops         " << report.ops_done << " done, " << report.ops_failed << " failed";
   std::string kinds;
-  for (const auto& [kind, count] : report.get_child("errors"))
-    kinds += (kinds.empty() ? "" : ", ") + kind + ": " + count.data();
+  for (const zring::wire::ErrorCount& e : report.errors)
+    kinds += (kinds.empty() ? "" : ", ") + e.kind + ": " + std::to_string(e.count);
   std::cout << (kinds.empty() ? "" : " (" + kinds + ")") << "\n";
-  const std::string last = report.get<std::string>("last_error");
   std::cout << "last error  "
-            << (last.empty()
+            << (report.last_error.empty()
                     ? "none"
-                    : last + " (" + duration(now - seconds(report, "last_error_at")) + " ago)")
+                    : report.last_error + " (" +
+                          duration(now - static_cast<std::int64_t>(report.last_error_at)) + " ago)")
             << "\n";
   std::cout << "traffic since start (raw: what a dense float32 ring would have moved)\n";
   print_traffic(report);
-  const std::string metrics = report.get<std::string>("metrics");
-  if (!metrics.empty()) std::cout << "metrics     http://" << metrics << "/metrics\n";
+  if (!report.metrics.empty()) std::cout << "metrics     http://" << report.metrics << "/metrics\n";
 }
 
 // Only the ipc endpoint is needed: users who may not read the secret key can ask too.
@@ -273,27 +242,16 @@ zring::Error unanswered(const zring::Error& e) {
 int status(const Args& a) {
   const std::string endpoint =
       a.endpoint ? *a.endpoint : endpoint_of(a.config.value_or("/etc/zring/zring.yaml"), a.node);
-  std::string report;
+  DaemonStatus report;
   try {
     report = zring::client::query_status(endpoint, std::chrono::seconds(5));
   } catch (const zring::Error& e) {
     throw unanswered(e);
   }
-  if (a.json) {
-    std::cout << report << "\n";
-    return 0;
-  }
-  ptree tree;
-  try {
-    std::istringstream in(report);
-    boost::property_tree::read_json(in, tree);
-    print_status(tree);
-  } catch (const std::logic_error& e) {  // ptree_error, or stoull on a non-number
-    throw zring::Error(zring::ErrorCode::malformed_message,
-                       std::string("zringd's status report does not read as expected (") +
-                           e.what() +
-                           "); is zringctl older than zringd? --json shows it as it came");
-  }
+  if (a.json)
+    std::cout << zring::client::status_json(report) << "\n";
+  else
+    print_status(report);
   return 0;
 }
 

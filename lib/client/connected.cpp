@@ -17,6 +17,8 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <type_traits>
+#include <variant>
 #include <zmq.hpp>
 #include <zring/error.hpp>
 
@@ -197,11 +199,11 @@ class Connected final : public CompressedAllReduce::Impl {
       all_reduce_in_place(views);
       return;
     }
-    wire::IpcHeader request = header_for(tensors.shapes, {});
-    request.kind = wire::IpcKind::submit_shared;
-    std::pair<wire::IpcHeader, zmq::message_t> reply;
+    wire::Submit request = submit_for(tensors.shapes, {});
+    request.values = wire::ValuesIn::shared_buffer;
+    Reply<wire::Result> reply;
     try {
-      reply = call(request, std::nullopt);
+      reply = call<wire::Result>(request, std::nullopt);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
       // The daemon restarted: its buffer went with it. Greet the new one and
@@ -211,10 +213,10 @@ class Connected final : public CompressedAllReduce::Impl {
       all_reduce_in_place(tensors);
       return;
     }
-    if (reply.first.kind != wire::IpcKind::result_shared)
+    if (!reply.message.in_shared_buffer)
       throw Error(ErrorCode::malformed_message,
                   "all_reduce: zringd answered a shared-buffer op without its shared result");
-    count(reply.first);
+    count(reply.message);
   }
 
   TensorMap all_reduce_with_peers(const TensorMap& gradients,
@@ -239,8 +241,8 @@ class Connected final : public CompressedAllReduce::Impl {
   }
 
   // A submit request naming the tensors, in name order.
-  wire::IpcHeader header_for(const TensorShapes& shapes, const OpSpec& op) const {
-    wire::IpcHeader request;
+  wire::Submit submit_for(const TensorShapes& shapes, const OpSpec& op) const {
+    wire::Submit request;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
     request.manifest.kind = op.kind;
     request.manifest.root = op.root;
@@ -269,8 +271,8 @@ class Connected final : public CompressedAllReduce::Impl {
   template <class AfterStaging>
   void reduce_staged(std::vector<TensorIo>& ios, const TensorShapes& shapes,
                      AfterStaging&& after_staging, const OpSpec& op) {
-    wire::IpcHeader request = header_for(shapes, op);
-    request.kind = wire::IpcKind::submit_staged;
+    wire::Submit request = submit_for(shapes, op);
+    request.values = wire::ValuesIn::staged;
     const std::size_t elements = request.manifest.elements();
     const std::size_t bytes = elements * sizeof(float);
     // Staged in the segments of the ring file's full ring, as zringd reads them.
@@ -290,19 +292,19 @@ class Connected final : public CompressedAllReduce::Impl {
       const std::uint64_t id = send_request(request, std::nullopt);
       transfer.stage();
       if (!staged_once) after_staging();
-      std::pair<wire::IpcHeader, zmq::message_t> reply;
+      Reply<wire::Result> reply;
       try {
-        reply = await(id, false, keep_inputs ? nullptr : &transfer);
+        reply = await<wire::Result>(id, false, keep_inputs ? nullptr : &transfer);
       } catch (const Error& e) {
         // Only while the caller's values are as they were.
         if ((in_place && transfer.copied_any()) || !attempts.again(e)) throw;
         continue;
       }
-      if (reply.first.kind != wire::IpcKind::result_shared)
+      if (!reply.message.in_shared_buffer)
         throw Error(ErrorCode::malformed_message,
                     "all_reduce: zringd answered a staged op without its shared result");
       transfer.take_rest();
-      count(reply.first);
+      count(reply.message);
       return;
     }
   }
@@ -335,7 +337,7 @@ class Connected final : public CompressedAllReduce::Impl {
     bool greeted_ = false;
   };
 
-  void count(const wire::IpcHeader& result) {
+  void count(const wire::Result& result) {
     // world_size() and rank() follow the ring that ran the last op.
     if (result.world_size != 0 && result.rank < result.world_size) {
       world_size_ = result.world_size;
@@ -363,8 +365,7 @@ class Connected final : public CompressedAllReduce::Impl {
       reduce_staged(ios, shapes, after_submit, op);
       return;
     }
-    wire::IpcHeader request = header_for(shapes, op);
-    request.kind = wire::IpcKind::submit;
+    const wire::Submit request = submit_for(shapes, op);
     const std::size_t bytes = request.manifest.elements() * sizeof(float);
     Attempts attempts(*this);
     for (;;) {
@@ -372,31 +373,30 @@ class Connected final : public CompressedAllReduce::Impl {
       for (const TensorIo& io : ios)
         if (io.numel != 0)
           std::memcpy(data.data<float>() + io.offset, io.in, io.numel * sizeof(float));
-      std::pair<wire::IpcHeader, zmq::message_t> reply;
+      Reply<wire::Result> reply;
       try {
-        reply = call(request, std::move(data));
+        reply = call<wire::Result>(request, std::move(data));
       } catch (const Error& e) {
         if (!attempts.again(e)) throw;
         continue;
       }
-      if (reply.second.size() != bytes)
+      if (reply.message.in_shared_buffer || reply.data.size() != bytes)
         throw Error(ErrorCode::malformed_message,
-                    "all_reduce: zringd returned " + std::to_string(reply.second.size()) +
+                    "all_reduce: zringd returned " + std::to_string(reply.data.size()) +
                         " bytes of values for " + std::to_string(bytes / 4) + " elements");
-      count(reply.first);
+      count(reply.message);
       after_submit();
       for (const TensorIo& io : ios)
         if (io.numel != 0)
-          std::memcpy(io.out, reply.second.data<float>() + io.offset, io.numel * sizeof(float));
+          std::memcpy(io.out, reply.data.data<float>() + io.offset, io.numel * sizeof(float));
       return;
     }
   }
 
   void hello() {
-    wire::IpcHeader request;
-    request.kind = wire::IpcKind::hello;
+    wire::Hello request;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
-    auto [welcome, unused] = call(request, std::nullopt);
+    const wire::Welcome welcome = call<wire::Welcome>(request, std::nullopt).message;
     world_size_ = listed_world_ = welcome.world_size;
     rank_ = listed_rank_ = welcome.rank;
     local_ranks_ = std::max<std::size_t>(welcome.local_ranks, 1);
@@ -424,42 +424,49 @@ class Connected final : public CompressedAllReduce::Impl {
   // would fail the same way, its buffer asked for before any retry).
   void attach(std::size_t bytes, bool room) {
     drop_region();
-    wire::IpcHeader request;
-    request.kind = wire::IpcKind::attach;
+    wire::Attach request;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
-    request.wire_bytes = room ? std::bit_ceil(bytes) : bytes;
-    std::pair<wire::IpcHeader, zmq::message_t> reply;
+    request.bytes = room ? std::bit_ceil(bytes) : bytes;
+    Reply<wire::Attached> reply;
     try {
-      reply = call(request, std::nullopt);
+      reply = call<wire::Attached>(request, std::nullopt);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
       hello();
-      reply = call(request, std::nullopt);
+      reply = call<wire::Attached>(request, std::nullopt);
     }
-    region_ = transport::SharedRegion::open(reply.first.text, reply.first.wire_bytes);
+    region_ = transport::SharedRegion::open(reply.message.path, reply.message.bytes);
   }
 
-  // Sends a request and waits for its reply: the header and, if any, the
-  // values frame. Throws the daemon's error, or timeout.
-  std::pair<wire::IpcHeader, zmq::message_t> call(wire::IpcHeader request,
-                                                  std::optional<zmq::message_t> data) {
-    const bool hello = request.kind == wire::IpcKind::hello;
-    return await(send_request(std::move(request), std::move(data)), hello);
+  // A reply of the kind Answer and the frame after it (empty if none).
+  template <class Answer>
+  struct Reply {
+    Answer message;
+    zmq::message_t data;
+  };
+
+  // Sends a request (a Hello, Submit or Attach) and waits for its reply, of
+  // the kind Answer. Throws the daemon's error, or timeout.
+  template <class Answer, class Request>
+  Reply<Answer> call(Request request, std::optional<zmq::message_t> data) {
+    constexpr bool hello = std::is_same_v<Request, wire::Hello>;
+    return await<Answer>(send_request(std::move(request), std::move(data)), hello);
   }
 
   // Sends a request with a new id (returned), and its values frame if any.
-  std::uint64_t send_request(wire::IpcHeader request, std::optional<zmq::message_t> data) {
+  template <class Request>
+  std::uint64_t send_request(Request request, std::optional<zmq::message_t> data) {
     request.request = ++last_request_;
     // When this process gives up on the request: after its timeout of
     // silence from now (steady_clock is the host's CLOCK_MONOTONIC, as
     // zringd's). A zringd that reads it too late refuses it rather than
     // run it with the other ranks' next op.
-    request.timeout_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(
+    request.wait.timeout_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(
         options_.timeout.count(), std::numeric_limits<std::uint32_t>::max()));
-    request.op = static_cast<std::uint64_t>(
+    request.wait.sent_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
             .count());
-    const std::vector<std::uint8_t> header = wire::encode_ipc_header(request);
+    const std::vector<std::uint8_t> header = wire::encode_ipc(request);
     watch_.sending();
     // Never blocks: with no zringd on the socket, ZeroMQ queues requests up
     // to its high-water mark and would then wait for one forever.
@@ -525,8 +532,8 @@ class Connected final : public CompressedAllReduce::Impl {
     }
   }
 
-  std::pair<wire::IpcHeader, zmq::message_t> await(std::uint64_t id, bool connecting,
-                                                   StagedTransfer* staged = nullptr) {
+  template <class Answer>
+  Reply<Answer> await(std::uint64_t id, bool connecting, StagedTransfer* staged = nullptr) {
     auto deadline = Clock::now() + options_.timeout;
     for (;;) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
@@ -551,15 +558,19 @@ class Connected final : public CompressedAllReduce::Impl {
       zmq::message_t data;
       if (frame.more()) (void)receive(data);
       while (data.more()) (void)receive(data);  // never expected: drop extras
-      wire::IpcHeader reply = wire::decode_ipc_header(frame.data<std::uint8_t>(), frame.size());
-      if (reply.request != id) continue;  // a late answer to a request that timed out
-      if (reply.kind == wire::IpcKind::keepalive) {
+      wire::IpcMessage reply = wire::decode_ipc(frame.data<std::uint8_t>(), frame.size());
+      if (wire::request_of(reply) != id) continue;  // a late answer to a request that timed out
+      if (std::holds_alternative<wire::Keepalive>(reply)) {
         deadline = Clock::now() + options_.timeout;
         continue;
       }
-      if (reply.kind == wire::IpcKind::error)
-        throw Error(static_cast<ErrorCode>(reply.error_code), reply.text);
-      return {std::move(reply), std::move(data)};
+      if (const auto* error = std::get_if<wire::ErrorReply>(&reply))
+        throw Error(error->code, error->text);
+      if (auto* answer = std::get_if<Answer>(&reply)) return {std::move(*answer), std::move(data)};
+      throw Error(ErrorCode::malformed_message,
+                  "zringd at " + endpoint_ + " answered request " + std::to_string(id) +
+                      " with an IPC message of kind " +
+                      std::to_string(static_cast<int>(wire::kind_of(reply))));
     }
   }
 

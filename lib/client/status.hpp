@@ -5,13 +5,15 @@
 #include <string>
 
 namespace zring::wire {
-struct Trace;  // wire/wire.hpp
-}
+struct Trace;         // wire/wire.hpp
+struct DaemonStatus;  // wire/daemon_status.hpp
+}  // namespace zring::wire
 
 namespace zring::client {
-// Sends a status request to the daemon at endpoint; returns its JSON report.
-// Throws zring::Error(connection_failed / timeout) when it does not answer.
-std::string query_status(const std::string& endpoint, std::chrono::milliseconds timeout);
+// Sends a status request to the daemon at endpoint; returns its report
+// (client/status_json.hpp renders it as JSON). Throws
+// zring::Error(connection_failed / timeout) when it does not answer.
+wire::DaemonStatus query_status(const std::string& endpoint, std::chrono::milliseconds timeout);
 
 // Asks the daemon at endpoint for the timeline of its last ops (zringctl
 // trace). Throws as query_status does, and malformed_message when the

@@ -71,6 +71,8 @@ struct RingCounters {
                                         // away, or broke the protocol (an oversized frame)
   std::string last_rejection;           // the last key the ZAP handler refused, and from where
   std::string last_handshake_failure;   // what the last failed handshake was
+
+  bool operator==(const RingCounters&) const = default;
 };
 
 class ZmqRing final : public collective::RingLink {

@@ -166,7 +166,7 @@ std::string describe(MessageType type) {
       name = "summary";
       break;
     case MessageType::ipc:
-      name = "IPC header";
+      name = "IPC message";
       break;
     case MessageType::trace:
       name = "trace";

@@ -1,5 +1,5 @@
 // msgpack_io.hpp - the msgpack writer and the validating reader shared by the
-// message files of lib/wire (wire.cpp, wire_ring.cpp, wire_ipc.cpp,
+// message files of lib/wire (wire.cpp, wire_ring.cpp, wire_ipc.cpp, wire_status.cpp,
 // wire_manifest.cpp). Internal to lib/wire: nothing outside this folder
 // includes it, so msgpack stays here.
 //
@@ -143,6 +143,12 @@ struct TreeLimits {
 void pack_manifest(Packer& p, const Manifest& manifest);
 // Checks every rule of the manifest layout in wire.hpp.
 [[nodiscard]] Manifest read_manifest(const msgpack::object& o, std::string_view context);
+
+// --- the status report (wire_status.cpp) ----------------------------------------
+
+void pack_daemon_status(Packer& p, const DaemonStatus& status);
+// Checks every field of the layout in wire.hpp.
+[[nodiscard]] DaemonStatus read_daemon_status(const msgpack::object& o, std::string_view context);
 
 // The TreeLimits of a message whose root holds root_items items (version and
 // type included), one of them a manifest, its other strings at most max_text

@@ -14,7 +14,8 @@
 //
 // lib/wire is the only place of zring that knows msgpack (wire.cpp: gradients;
 // wire_ring.cpp: ring headers, summaries, payload lists; wire_ipc.cpp: client
-// <-> daemon headers; wire_trace.cpp: a daemon's op timeline for zringctl;
+// <-> daemon messages; wire_status.cpp: a daemon's status report for
+// zringctl (daemon_status.hpp); wire_trace.cpp: a daemon's op timeline;
 // wire_manifest.cpp: tensor names, shapes and manifests; msgpack_io.*: the
 // reader and writer they all share).
 // Decoders face untrusted bytes: the version is judged first, every length is
@@ -27,23 +28,28 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 #include <zring/compression.hpp>
+#include <zring/error.hpp>
 
+#include "wire/daemon_status.hpp"
 #include "wire/messages.hpp"
 
 namespace zring::wire {
 
 // Bump on any incompatible change of any message layout (3: manifests say
-// what the op is, all-reduce or broadcast, and the ring has a broadcast phase).
-inline constexpr std::uint32_t kWireVersion = 3;
+// what the op is, all-reduce or broadcast, and the ring has a broadcast phase;
+// 4: each kind of IPC message has its own fields, and the replies to status,
+// attach and trace requests their own kinds).
+inline constexpr std::uint32_t kWireVersion = 4;
 
 // What a message is. Values are part of the wire format: never renumber.
 enum class MessageType : std::uint32_t {
   gradients = 1,  // a CompressedMap (one rank's compressed gradients)
   ring = 2,       // a RingHeader (ring traffic between zringd nodes)
   summary = 3,    // a NodeSummary (the first phase of every op)
-  ipc = 4,        // an IpcHeader (client or zringctl <-> zringd)
+  ipc = 4,        // an IpcMessage (client or zringctl <-> zringd)
   trace = 5,      // a Trace (zringd -> zringctl: the timeline of its last ops)
 };
 
@@ -96,7 +102,7 @@ struct DecodeLimits {
 [[nodiscard]] CompressedMap decode_gradients(const std::uint8_t* data, std::size_t size,
                                              const DecodeLimits& limits = {});
 
-// --- manifests (inside summaries and IPC headers) --------------------------------
+// --- manifests (inside summaries and IPC submits) --------------------------------
 //
 // A Manifest travels as
 //   [method (str, <= kMaxMethodBytes, not parsed here),
@@ -180,68 +186,205 @@ struct Span {
                                                     std::size_t expected_count);
 
 // --- client <-> daemon (IPC) ---------------------------------------------------
-// A request or reply is a msgpack IpcHeader frame, then (submit, result) one
-// frame of fused float32 values in manifest order. Large values skip the
-// socket: the client asks for a shared buffer once (attach), then writes its
-// values there (submit_shared) and the daemon writes the result back into it
-// (result_shared); those messages have no values frame.
+// A request or reply is one msgpack IpcMessage frame, then (submit, result)
+// one frame of fused float32 values in manifest order, or (trace reply) one
+// frame holding a Trace message. Large values skip the socket: the client
+// asks for a shared buffer once (Attach, answered by Attached), then writes
+// its values there (Submit with ValuesIn::shared_buffer or ::staged) and the
+// daemon writes the result back into it (Result with in_shared_buffer);
+// those messages have no values frame.
+//
+// Each kind of message is its own struct holding exactly what it carries;
+// an IpcMessage is one of them. Every one has `request`: the client's
+// request id, echoed in the reply (and in keepalives) so that a late answer
+// to a request the client gave up on is never taken for another.
 
+// The wire number of each kind. Values are part of the wire format: never
+// renumber.
 enum class IpcKind : std::uint8_t {
-  hello = 1,           // client -> daemon: local_rank
-  welcome = 2,         // daemon -> client: world, rank, ...
-  submit = 3,          // client -> daemon: an op, all-reduce or broadcast as its manifest
-                       // says (manifest + values frame)
-  result = 4,          // daemon -> client: the averaged values frame
-  error = 5,           // daemon -> client: the request failed (code, text)
-  keepalive = 6,       // daemon -> client: still working on request `request`
-  status = 7,          // zringctl -> daemon: report; daemon -> zringctl: text (JSON)
-  attach = 8,          // client -> daemon: wants a shared buffer of wire_bytes bytes;
-                       // daemon -> client: its path (text) and size (wire_bytes)
-  submit_shared = 9,   // client -> daemon: as submit, values in the shared buffer
-  result_shared = 10,  // daemon -> client: as result, values in the shared buffer
-  submit_staged = 11,  // client -> daemon: as submit_shared, but the values are still
-                       // being copied in, and the averages are published as they are
-                       // final (progress in the buffer's StagingBoard); answered by
-                       // result_shared
-  trace = 12,          // zringctl -> daemon: send the op timeline; daemon -> zringctl:
-                       // this header, then one frame holding a Trace message
+  hello = 1,           // Hello
+  welcome = 2,         // Welcome
+  submit = 3,          // Submit, values in a frame
+  result = 4,          // Result, values in a frame
+  error = 5,           // ErrorReply
+  keepalive = 6,       // Keepalive
+  status_query = 7,    // StatusQuery
+  attach = 8,          // Attach
+  submit_shared = 9,   // Submit, values in the shared buffer
+  result_shared = 10,  // Result, values in the shared buffer
+  submit_staged = 11,  // Submit, values still being copied into the shared buffer
+  trace_query = 12,    // TraceQuery
+  status_report = 13,  // StatusReport
+  attached = 14,       // Attached
+  trace_reply = 15,    // TraceReply
 };
 
-struct IpcHeader {
-  IpcKind kind = IpcKind::hello;
-  std::uint64_t request = 0;     // echoed in the reply
-  std::uint32_t local_rank = 0;  // hello, submit
-  Manifest manifest;             // submit
-  // In a request, timeout_ms is the client's: it gives up after that much
-  // silence from zringd, counted from `op`, the steady_clock time (ns) it
-  // sent the request at (0 and 0: unknown).
-  // welcome: of the ring file's full ring; result, result_shared: of the
-  // ring that ran the op
+// How long a client waits for the answer to its request: it gives up after
+// timeout_ms of silence from zringd, counted from sent_ns, the steady_clock
+// time (ns) it sent the request at (0 and 0: unknown).
+struct ClientWait {
+  std::uint32_t timeout_ms = 0;
+  std::uint64_t sent_ns = 0;
+  bool operator==(const ClientWait&) const = default;
+};
+
+// client -> daemon: "I am local rank `local_rank`" (the first request).
+struct Hello {
+  std::uint64_t request = 0;
+  std::uint32_t local_rank = 0;
+  ClientWait wait;
+  bool operator==(const Hello&) const = default;
+};
+
+// daemon -> client: the answer to a Hello, about the ring file's full ring.
+struct Welcome {
+  std::uint64_t request = 0;
   std::uint32_t world_size = 0;
   std::uint32_t rank = 0;
   std::uint32_t local_ranks = 0;
   std::uint32_t timeout_ms = 0;
   std::uint32_t heartbeat_ms = 0;
-  std::string node;  // welcome: node name
-  // result
-  std::uint64_t op = 0;
-  std::uint64_t wire_bytes = 0;   // what this node put on the ring for the op
-  std::uint64_t dense_bytes = 0;  // what dense float32 would have cost
-  // error, status
-  std::uint32_t error_code = 0;
-  std::string text;
+  std::string node;  // the daemon's node name
+  bool operator==(const Welcome&) const = default;
 };
 
-// Longest IpcHeader::node and IpcHeader::text a decoder accepts.
+// Where a Submit's values are.
+enum class ValuesIn : std::uint8_t {
+  frame,          // the frame after the message (IpcKind::submit)
+  shared_buffer,  // the rank's shared buffer (submit_shared)
+  staged,         // the shared buffer, still being copied in: the averages are
+                  // published as they are final, progress in the buffer's
+                  // StagingBoard (submit_staged)
+};
+
+// client -> daemon: one rank's part of an op, an all-reduce or a broadcast
+// as its manifest says. Answered by a Result (or an ErrorReply).
+struct Submit {
+  std::uint64_t request = 0;
+  std::uint32_t local_rank = 0;
+  ClientWait wait;
+  ValuesIn values = ValuesIn::frame;
+  Manifest manifest;
+  bool operator==(const Submit&) const = default;
+};
+
+// daemon -> client: the op's averaged values are in the frame after the
+// message, or in the shared buffer where the client put its own.
+struct Result {
+  std::uint64_t request = 0;
+  std::uint64_t op = 0;           // the ring's op number
+  std::uint64_t wire_bytes = 0;   // what this node put on the ring for the op
+  std::uint64_t dense_bytes = 0;  // what dense float32 would have cost
+  // Of the ring that ran the op, numbered node by node in it.
+  std::uint32_t world_size = 0;
+  std::uint32_t rank = 0;
+  bool in_shared_buffer = false;  // IpcKind::result_shared
+  bool operator==(const Result&) const = default;
+};
+
+// daemon -> client: the request failed.
+struct ErrorReply {
+  std::uint64_t request = 0;
+  ErrorCode code = ErrorCode::internal;
+  std::string text;
+  bool operator==(const ErrorReply&) const = default;
+};
+
+// daemon -> client: still working on request `request`.
+struct Keepalive {
+  std::uint64_t request = 0;
+  bool operator==(const Keepalive&) const = default;
+};
+
+// zringctl -> daemon: how are you doing? Answered by a StatusReport.
+struct StatusQuery {
+  std::uint64_t request = 0;
+  bool operator==(const StatusQuery&) const = default;
+};
+
+// daemon -> zringctl: how the daemon, its ring and its ops are doing
+// (daemon_status.hpp; zringctl renders it as docs/operations.md shows).
+struct StatusReport {
+  std::uint64_t request = 0;
+  DaemonStatus status;
+  bool operator==(const StatusReport&) const = default;
+};
+
+// client -> daemon: a shared buffer of `bytes` bytes, please. Answered by Attached.
+struct Attach {
+  std::uint64_t request = 0;
+  std::uint32_t local_rank = 0;
+  ClientWait wait;
+  std::uint64_t bytes = 0;
+  bool operator==(const Attach&) const = default;
+};
+
+// daemon -> client: the shared buffer's file and size.
+struct Attached {
+  std::uint64_t request = 0;
+  std::string path;
+  std::uint64_t bytes = 0;
+  bool operator==(const Attached&) const = default;
+};
+
+// zringctl -> daemon: the timeline of your last ops. Answered by a TraceReply.
+struct TraceQuery {
+  std::uint64_t request = 0;
+  bool operator==(const TraceQuery&) const = default;
+};
+
+// daemon -> zringctl: the timeline follows in a frame of its own (a Trace
+// message: 4096 ops are far more than an IPC text may hold).
+struct TraceReply {
+  std::uint64_t request = 0;
+  std::string node;  // the daemon's node name
+  bool operator==(const TraceReply&) const = default;
+};
+
+using IpcMessage = std::variant<Hello, Welcome, Submit, Result, ErrorReply, Keepalive, StatusQuery,
+                                StatusReport, Attach, Attached, TraceQuery, TraceReply>;
+
+// The kind a message travels as, and the request id it carries.
+[[nodiscard]] IpcKind kind_of(const IpcMessage& message) noexcept;
+[[nodiscard]] std::uint64_t request_of(const IpcMessage& message) noexcept;
+
+// Longest Welcome::node, TraceReply::node, Attached::path and
+// ErrorReply::text a decoder accepts.
 inline constexpr std::size_t kMaxNodeNameBytes = 256;
 inline constexpr std::size_t kMaxIpcTextBytes = std::size_t{1} << 16;
 
-// [version, 4 (ipc), kind (1..12), request, local_rank, manifest (see above),
-//  world_size, rank, local_ranks, timeout_ms, heartbeat_ms, node (str), op,
-//  wire_bytes, dense_bytes, error_code (one of kErrorCodes), text (str)]:
-// 17 items, the u32 fields < 2^32.
-[[nodiscard]] std::vector<std::uint8_t> encode_ipc_header(const IpcHeader& header);
-[[nodiscard]] IpcHeader decode_ipc_header(const std::uint8_t* data, std::size_t size);
+// [version, 4 (ipc), kind (1..15), request, fields...], the fields those of
+// the kind's struct in the order declared above, flat (ClientWait as
+// timeout_ms, sent_ns), Manifest as above, ErrorCode one of kErrorCodes,
+// the u32 fields < 2^32; a kind has exactly its fields:
+//   hello          local_rank, timeout_ms, sent_ns
+//   welcome        world_size, rank, local_ranks, timeout_ms, heartbeat_ms, node
+//   submit*        local_rank, timeout_ms, sent_ns, manifest
+//   result*        op, wire_bytes, dense_bytes, world_size, rank
+//   error          error_code, text
+//   keepalive, status_query, trace_query: nothing
+//   status_report  status: [node, version, started, now, world_size,
+//                  local_ranks, first_rank, ring_up (bool), generation,
+//                  ring_reason, ring_since, ring_members (array of str),
+//                  min_nodes, last_change, formations, dropped, malformed,
+//                  last_drop, curve (bool), auth_rejected, handshakes_failed,
+//                  disconnects, last_rejection, last_handshake_failure,
+//                  members (array of [name, address, first_rank, state
+//                  (MemberState 1..5)]), members_cut (bool), ops_done,
+//                  ops_failed, errors (array of [kind, count]), last_error,
+//                  last_error_at, methods (array of [method, ops, failed,
+//                  raw_bytes, wire_bytes_sent, wire_bytes_received]),
+//                  methods_cut (bool), idle_bytes_sent, idle_bytes_received,
+//                  metrics]: 36 items, every text <= kMaxStatusTextBytes, at
+//                  most kMaxStatus* entries per list
+//   attach         local_rank, timeout_ms, sent_ns, bytes
+//   attached       path, bytes
+//   trace_reply    node
+// Throws invalid_argument when a text is too long to frame.
+[[nodiscard]] std::vector<std::uint8_t> encode_ipc(const IpcMessage& message);
+// Validated: throws unsupported_version / malformed_message naming the kind
+// and the field.
+[[nodiscard]] IpcMessage decode_ipc(const std::uint8_t* data, std::size_t size);
 
 // --- timeline (zringctl trace) ----------------------------------------------------
 // What a zringd remembers of each of its last ops, for `zringctl trace`.

@@ -1,5 +1,5 @@
 // wire_manifest.cpp - the parts several messages share: tensor names, shapes
-// (gradients, manifests) and manifests (summaries, IPC headers).
+// (gradients, manifests) and manifests (summaries, IPC submits).
 #include <algorithm>
 #include <string>
 

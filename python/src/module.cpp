@@ -8,6 +8,7 @@
 
 #include "bindings.hpp"
 #include "client/status.hpp"
+#include "client/status_json.hpp"
 
 namespace py = pybind11;
 
@@ -50,7 +51,8 @@ PYBIND11_MODULE(_zring, m) {
       "_status_json",
       [](const std::string& endpoint, std::int64_t timeout_ms) {
         py::gil_scoped_release no_gil;
-        return zring::client::query_status(endpoint, std::chrono::milliseconds(timeout_ms));
+        return zring::client::status_json(
+            zring::client::query_status(endpoint, std::chrono::milliseconds(timeout_ms)));
       },
       py::arg("endpoint"), py::arg("timeout_ms"),
       "The daemon's status report (JSON text); see zring.daemon_status.");

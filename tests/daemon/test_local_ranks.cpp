@@ -67,7 +67,7 @@ BOOST_AUTO_TEST_CASE(an_op_is_one_submission_of_every_rank_in_order) {
   BOOST_TEST(!ranks.submit(submission("B", 1, 20, t)));
   const std::vector<OpJob> jobs = ranks.assemble();
   BOOST_REQUIRE_EQUAL(jobs.size(), 1u);
-  BOOST_TEST(!jobs[0].failure);
+  BOOST_TEST(!jobs[0].input.failure);
   BOOST_TEST(jobs[0].values.size() == 2u);
   const std::vector<Request> answered = ranks.finish(jobs[0].id);
   BOOST_REQUIRE_EQUAL(answered.size(), 2u);
@@ -82,10 +82,11 @@ BOOST_FIXTURE_TEST_CASE(ranks_whose_manifests_differ_make_a_failed_op_naming_the
   (void)ranks.submit(submission("B", 1, 2, t, 5));
   const std::vector<OpJob> jobs = ranks.assemble();
   BOOST_REQUIRE_EQUAL(jobs.size(), 1u);
-  BOOST_REQUIRE(jobs[0].failure);
-  BOOST_TEST(jobs[0].failure->code == ErrorCode::manifest_mismatch);
-  BOOST_TEST(jobs[0].failure->text.find("rank 1 (local rank 1 of node 'b')") != std::string::npos,
-             jobs[0].failure->text);
+  BOOST_REQUIRE(jobs[0].input.failure);
+  BOOST_TEST(jobs[0].input.failure->code == ErrorCode::manifest_mismatch);
+  BOOST_TEST(
+      jobs[0].input.failure->text.find("rank 1 (local rank 1 of node 'b')") != std::string::npos,
+      jobs[0].input.failure->text);
 }
 
 BOOST_AUTO_TEST_CASE(only_the_holder_speaks_for_a_rank_and_a_new_process_takes_it_over) {
@@ -125,9 +126,9 @@ BOOST_FIXTURE_TEST_CASE(a_late_rank_fails_the_op_everywhere_and_owes_that_failur
   BOOST_TEST(!ranks.fail_late(t + 999ms));  // not yet late
   const std::optional<OpJob> failed = ranks.fail_late(t + 1000ms);
   BOOST_REQUIRE(failed);
-  BOOST_REQUIRE(failed->failure);
-  BOOST_TEST(failed->failure->code == ErrorCode::timeout);
-  BOOST_TEST(failed->failure->text ==
+  BOOST_REQUIRE(failed->input.failure);
+  BOOST_TEST(failed->input.failure->code == ErrorCode::timeout);
+  BOOST_TEST(failed->input.failure->text ==
              "rank 1 (local rank 1 of node 'b') did not submit the op within 1000 ms, while other "
              "ranks of the node did");
   BOOST_TEST((ranks.stall_deadline() == IpcClock::time_point::max()));
@@ -148,9 +149,10 @@ BOOST_FIXTURE_TEST_CASE(a_request_its_client_gave_up_on_fails_its_op, Held) {
   (void)ranks.submit(submission("B", 1, 2, IpcClock::now()));
   const std::vector<OpJob> jobs = ranks.assemble();
   BOOST_REQUIRE_EQUAL(jobs.size(), 1u);
-  BOOST_REQUIRE(jobs[0].failure);
-  BOOST_TEST(jobs[0].failure->code == ErrorCode::aborted);
-  BOOST_TEST(jobs[0].failure->text == "rank 0's zringd read its request 5000 ms after it was sent");
+  BOOST_REQUIRE(jobs[0].input.failure);
+  BOOST_TEST(jobs[0].input.failure->code == ErrorCode::aborted);
+  BOOST_TEST(jobs[0].input.failure->text ==
+             "rank 0's zringd read its request 5000 ms after it was sent");
 }
 
 BOOST_FIXTURE_TEST_CASE(clear_refuses_every_waiting_and_running_request, Held) {

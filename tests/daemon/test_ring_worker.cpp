@@ -53,7 +53,7 @@ struct Reports {
 OpJob op(std::uint64_t id) {
   OpJob job;
   job.id = id;
-  job.manifest.method = "none";
+  job.input.manifest.method = "none";
   return job;
 }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "codec/codec.hpp"
@@ -116,7 +117,7 @@ bool fuzz_gradients(const std::uint8_t* data, std::size_t size) {
   return ok;
 }
 
-// --- manifests, ring headers, summaries, IPC headers, traces -----------------------
+// --- manifests, ring headers, summaries, IPC messages, traces ----------------------
 
 void check_valid(const wire::Manifest& m) {
   ZRING_FUZZ_CHECK(m.method.size() <= wire::kMaxMethodBytes);
@@ -171,23 +172,36 @@ bool same(const wire::NodeSummary& a, const wire::NodeSummary& b) {
          a.blob_bytes == b.blob_bytes;
 }
 
-void check_valid(const wire::IpcHeader& h) {
-  const auto kind = static_cast<unsigned>(h.kind);
-  ZRING_FUZZ_CHECK(kind >= 1);  // the decoder knows the last kind
-  check_valid(h.manifest);
-  ZRING_FUZZ_CHECK(h.node.size() <= wire::kMaxNodeNameBytes);
-  ZRING_FUZZ_CHECK(h.text.size() <= wire::kMaxIpcTextBytes);
-  ZRING_FUZZ_CHECK(zring::is_error_code(h.error_code));
+void check_valid(const wire::IpcMessage& m) {
+  const auto kind = static_cast<unsigned>(wire::kind_of(m));
+  ZRING_FUZZ_CHECK(kind >= 1 && kind <= static_cast<unsigned>(wire::IpcKind::trace_reply));
+  if (const auto* submit = std::get_if<wire::Submit>(&m)) check_valid(submit->manifest);
+  if (const auto* welcome = std::get_if<wire::Welcome>(&m))
+    ZRING_FUZZ_CHECK(welcome->node.size() <= wire::kMaxNodeNameBytes);
+  if (const auto* reply = std::get_if<wire::TraceReply>(&m))
+    ZRING_FUZZ_CHECK(reply->node.size() <= wire::kMaxNodeNameBytes);
+  if (const auto* error = std::get_if<wire::ErrorReply>(&m)) {
+    ZRING_FUZZ_CHECK(error->text.size() <= wire::kMaxIpcTextBytes);
+    ZRING_FUZZ_CHECK(zring::is_error_code(static_cast<std::uint32_t>(error->code)));
+  }
+  if (const auto* report = std::get_if<wire::StatusReport>(&m)) {
+    const wire::DaemonStatus& s = report->status;
+    ZRING_FUZZ_CHECK(s.members.size() <= wire::kMaxStatusMembers &&
+                     s.ring_members.size() <= wire::kMaxStatusMembers &&
+                     s.methods.size() <= wire::kMaxStatusMethods &&
+                     s.errors.size() <= wire::kMaxStatusErrors);
+    for (const wire::MemberStatus& member : s.members) {
+      const auto state = static_cast<unsigned>(member.state);
+      ZRING_FUZZ_CHECK(state >= 1 && state <= 5);
+      ZRING_FUZZ_CHECK(member.name.size() <= wire::kMaxStatusTextBytes);
+    }
+    ZRING_FUZZ_CHECK(s.last_error.size() <= wire::kMaxStatusTextBytes);
+  }
+  if (const auto* attached = std::get_if<wire::Attached>(&m))
+    ZRING_FUZZ_CHECK(attached->path.size() <= wire::kMaxIpcTextBytes);
 }
 
-bool same(const wire::IpcHeader& a, const wire::IpcHeader& b) {
-  return a.kind == b.kind && a.request == b.request && a.local_rank == b.local_rank &&
-         a.manifest == b.manifest && a.world_size == b.world_size && a.rank == b.rank &&
-         a.local_ranks == b.local_ranks && a.timeout_ms == b.timeout_ms &&
-         a.heartbeat_ms == b.heartbeat_ms && a.node == b.node && a.op == b.op &&
-         a.wire_bytes == b.wire_bytes && a.dense_bytes == b.dense_bytes &&
-         a.error_code == b.error_code && a.text == b.text;
-}
+bool same(const wire::IpcMessage& a, const wire::IpcMessage& b) { return a == b; }
 
 void check_valid(const wire::Trace& t) {
   ZRING_FUZZ_CHECK(t.node.size() <= wire::kMaxNodeNameBytes);
@@ -257,7 +271,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     decodes_as(wire::MessageType::ring);
   if (fuzz_message<wire::NodeSummary>(data, size, wire::decode_summary, wire::encode_summary))
     decodes_as(wire::MessageType::summary);
-  if (fuzz_message<wire::IpcHeader>(data, size, wire::decode_ipc_header, wire::encode_ipc_header))
+  if (fuzz_message<wire::IpcMessage>(data, size, wire::decode_ipc, wire::encode_ipc))
     decodes_as(wire::MessageType::ipc);
   if (fuzz_message<wire::Trace>(data, size, wire::decode_trace, wire::encode_trace))
     decodes_as(wire::MessageType::trace);

@@ -205,41 +205,38 @@ void write_wire_seeds(const fs::path& dir) {
                                  "rank 1: tensor 'bias' holds 12 elements, expected 16"};
   write(dir, "summary-error", wire::encode_summary(failed));
 
-  const char* ipc_kinds[] = {"hello", "welcome",   "submit", "result",
-                             "error", "keepalive", "status"};
-  for (unsigned k = 1; k <= 7; ++k) {
-    wire::IpcHeader h;
-    h.kind = static_cast<wire::IpcKind>(k);
-    h.request = 9;
-    h.local_rank = 1;
-    if (h.kind == wire::IpcKind::submit) h.manifest = manifest();
-    if (h.kind == wire::IpcKind::welcome) {
-      h.world_size = 8;
-      h.rank = 3;
-      h.local_ranks = 2;
-      h.timeout_ms = 10000;
-      h.heartbeat_ms = 500;
-      h.node = "b";
-    }
-    if (h.kind == wire::IpcKind::result) {
-      h.op = 42;
-      h.wire_bytes = 4096;
-      h.dense_bytes = 65536;
-    }
-    if (h.kind == wire::IpcKind::error) {
-      h.error_code = static_cast<std::uint32_t>(zring::ErrorCode::manifest_mismatch);
-      h.text = "ranks 0-1 submitted 'bias', rank 2 did not";
-    }
-    if (h.kind == wire::IpcKind::status) h.text = "{\"ring\": \"up\", \"ops\": 12}";
-    write(dir, std::string("ipc-") + ipc_kinds[k - 1], wire::encode_ipc_header(h));
-  }
-
-  wire::IpcHeader broadcast_request;
-  broadcast_request.kind = wire::IpcKind::submit;
-  broadcast_request.request = 10;
-  broadcast_request.local_rank = 1;
-  broadcast_request.manifest = broadcast.manifest;
-  write(dir, "ipc-submit-broadcast", wire::encode_ipc_header(broadcast_request));
+  const wire::ClientWait wait{10000, 123456789};
+  write(dir, "ipc-hello", wire::encode_ipc(wire::Hello{9, 1, wait}));
+  write(dir, "ipc-welcome", wire::encode_ipc(wire::Welcome{9, 8, 3, 2, 10000, 500, "b"}));
+  write(dir, "ipc-submit",
+        wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::frame, manifest()}));
+  write(dir, "ipc-submit-shared",
+        wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::shared_buffer, manifest()}));
+  write(dir, "ipc-submit-staged",
+        wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::staged, manifest()}));
+  write(dir, "ipc-result", wire::encode_ipc(wire::Result{9, 42, 4096, 65536, 8, 3, false}));
+  write(dir, "ipc-result-shared", wire::encode_ipc(wire::Result{9, 42, 4096, 65536, 8, 3, true}));
+  write(dir, "ipc-error",
+        wire::encode_ipc(wire::ErrorReply{9, zring::ErrorCode::manifest_mismatch,
+                                          "ranks 0-1 submitted 'bias', rank 2 did not"}));
+  write(dir, "ipc-keepalive", wire::encode_ipc(wire::Keepalive{9}));
+  write(dir, "ipc-status", wire::encode_ipc(wire::StatusQuery{9}));
+  wire::DaemonStatus status;
+  status.node = "b";
+  status.version = "0.1.0";
+  status.ring_up = true;
+  status.ring_members = {"a", "b"};
+  status.min_nodes = 2;
+  status.members = {{"a", "tcp://127.0.0.1:7101", 0, wire::MemberState::up},
+                    {"b", "tcp://127.0.0.1:7102", 2, wire::MemberState::self}};
+  status.errors = {{"timeout", 1}};
+  status.methods = {{"quant:8", 12, 1, 65536, 20000, 20000}};
+  write(dir, "ipc-status-report", wire::encode_ipc(wire::StatusReport{9, status}));
+  write(dir, "ipc-attach", wire::encode_ipc(wire::Attach{9, 1, wait, 1 << 20}));
+  write(dir, "ipc-attached",
+        wire::encode_ipc(wire::Attached{9, "/run/zring/zringd.sock.shm.7.1.1", 1 << 20}));
+  write(dir, "ipc-submit-broadcast",
+        wire::encode_ipc(wire::Submit{10, 1, wait, wire::ValuesIn::frame, broadcast.manifest}));
   wire::RingHeader chunk;
   chunk.generation = 7;
   chunk.op = 42;
@@ -247,10 +244,8 @@ void write_wire_seeds(const fs::path& dir) {
   chunk.tag = {wire::Phase::broadcast, 0, 5, 2};  // chunk 5 of node 0's values, 2 hops on
   write(dir, "ring-data-broadcast", wire::encode_ring_header(chunk));
 
-  wire::IpcHeader trace_request;
-  trace_request.kind = wire::IpcKind::trace;
-  trace_request.request = 9;
-  write(dir, "ipc-trace", wire::encode_ipc_header(trace_request));
+  write(dir, "ipc-trace", wire::encode_ipc(wire::TraceQuery{9}));
+  write(dir, "ipc-trace-reply", wire::encode_ipc(wire::TraceReply{9, "b"}));
   write(dir, "trace", wire::encode_trace(trace()));
   write(dir, "trace-empty", wire::encode_trace({}));
 

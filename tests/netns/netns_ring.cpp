@@ -6,6 +6,7 @@
 #include <zring/error.hpp>
 
 #include "client/status.hpp"
+#include "client/status_json.hpp"
 
 namespace zring::netns {
 
@@ -58,8 +59,7 @@ void NetnsRing::start_all() {
 
 bool NetnsRing::is_up(std::size_t node) {
   try {
-    return client::query_status(ipc(node), std::chrono::milliseconds(500))
-               .find("\"ring_up\":true") != std::string::npos;
+    return client::query_status(ipc(node), std::chrono::milliseconds(500)).ring_up;
   } catch (const Error&) {
     return false;
   }

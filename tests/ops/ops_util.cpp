@@ -10,6 +10,7 @@
 #include <boost/property_tree/json_parser.hpp>
 
 #include "client/status.hpp"
+#include "client/status_json.hpp"
 
 namespace zring::ops {
 
@@ -92,7 +93,7 @@ void Daemons::wait_up(std::chrono::seconds within) {
 }
 
 boost::property_tree::ptree status_of(const std::string& endpoint) {
-  std::istringstream in(client::query_status(endpoint, 5s));
+  std::istringstream in(client::status_json(client::query_status(endpoint, 5s)));
   boost::property_tree::ptree tree;
   boost::property_tree::read_json(in, tree);
   return tree;

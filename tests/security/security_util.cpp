@@ -6,6 +6,7 @@
 #include <zring/error.hpp>
 
 #include "client/status.hpp"
+#include "client/status_json.hpp"
 #include "support/reference.hpp"
 
 namespace zring::security_test {
@@ -96,7 +97,7 @@ void TestRing::wait_up() {
 }
 
 std::string TestRing::status(std::size_t n) const {
-  return client::query_status(ipc(n), std::chrono::seconds(5));
+  return client::status_json(client::query_status(ipc(n), std::chrono::seconds(5)));
 }
 
 std::uint64_t TestRing::counter(std::size_t n, const std::string& key) const {

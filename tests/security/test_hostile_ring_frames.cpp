@@ -415,34 +415,22 @@ BOOST_AUTO_TEST_CASE(hostile_requests_on_the_ipc_socket_get_errors_and_disturb_n
   dealer.set(zmq::sockopt::linger, 0);
   dealer.set(zmq::sockopt::rcvtimeo, 100);
   dealer.connect(ring.ipc(target));
-  const auto request = [](wire::IpcKind kind, std::uint64_t id, std::uint32_t rank) {
-    wire::IpcHeader h;
-    h.kind = kind;
-    h.request = id;
-    h.local_rank = rank;
-    return h;
-  };
   std::vector<std::vector<Bytes>> answered;  // requests the daemon must answer with an error
-  answered.push_back(
-      {wire::encode_ipc_header(request(wire::IpcKind::hello, 1, 7))});  // rank out of range
-  answered.push_back(
-      {wire::encode_ipc_header(request(wire::IpcKind::status, 2, 0))});  // a status is fine
+  answered.push_back({wire::encode_ipc(wire::Hello{1, 7, {}})});  // rank out of range
+  answered.push_back({wire::encode_ipc(wire::StatusQuery{2})});   // a status is fine
   {
-    wire::IpcHeader submit =
-        request(wire::IpcKind::submit, 3, 0);  // a rank held by another process
+    wire::Submit submit{3, 0, {}, wire::ValuesIn::frame, {}};  // a rank held by another process
     submit.manifest.method = "none";
     submit.manifest.tensors.push_back({"t000", {1000}, 1000});
-    answered.push_back({wire::encode_ipc_header(submit), Bytes(4000, 0)});
-    wire::IpcHeader absurd = request(wire::IpcKind::attach, 4, 0);  // 2^60 bytes of shared buffer
-    absurd.wire_bytes = std::uint64_t{1} << 60;
-    answered.push_back({wire::encode_ipc_header(absurd)});
-    wire::IpcHeader reply_kind =
-        request(wire::IpcKind::result, 5, 0);  // a kind only the daemon sends
-    answered.push_back({wire::encode_ipc_header(reply_kind)});
-    Bytes version = wire::encode_ipc_header(request(wire::IpcKind::status, 6, 0));
+    answered.push_back({wire::encode_ipc(submit), Bytes(4000, 0)});
+    const wire::Attach absurd{4, 0, {}, std::uint64_t{1} << 60};  // 2^60 bytes of shared buffer
+    answered.push_back({wire::encode_ipc(absurd)});
+    const wire::Result reply_kind{5, 0, 0, 0, 0, 0, false};  // a kind only the daemon sends
+    answered.push_back({wire::encode_ipc(reply_kind)});
+    Bytes version = wire::encode_ipc(wire::StatusQuery{6});
     version[1] = 0x09;  // [version, type, ...]: another protocol version
     answered.push_back({version});
-    Bytes cut = wire::encode_ipc_header(request(wire::IpcKind::status, 7, 0));
+    Bytes cut = wire::encode_ipc(wire::StatusQuery{7});
     cut.resize(cut.size() / 2);
     answered.push_back({cut});
   }
@@ -464,10 +452,9 @@ BOOST_AUTO_TEST_CASE(hostile_requests_on_the_ipc_socket_get_errors_and_disturb_n
       }
       for (zmq::message_t reply; dealer.recv(reply, zmq::recv_flags::dontwait);) {
         try {
-          const wire::IpcHeader h =
-              wire::decode_ipc_header(reply.data<std::uint8_t>(), reply.size());
-          errors += h.kind == wire::IpcKind::error ? 1 : 0;
-          statuses += h.kind == wire::IpcKind::status ? 1 : 0;
+          const wire::IpcMessage m = wire::decode_ipc(reply.data<std::uint8_t>(), reply.size());
+          errors += std::holds_alternative<wire::ErrorReply>(m) ? 1 : 0;
+          statuses += std::holds_alternative<wire::StatusReport>(m) ? 1 : 0;
         } catch (const Error&) {
         }
       }
@@ -505,11 +492,10 @@ BOOST_AUTO_TEST_CASE(a_client_that_reads_nothing_for_a_while_still_gets_every_an
   dealer.connect(ring.ipc(1));
   // Far more answers than the daemon's pipe (10000) and the socket buffers hold.
   constexpr std::uint64_t kRequests = 40000;
-  wire::IpcHeader h;
-  h.kind = wire::IpcKind::result;  // a kind only the daemon sends: answered with an error
+  wire::Result h{};  // a kind only the daemon sends: answered with an error
   for (std::uint64_t id = 1; id <= kRequests; ++id) {
     h.request = id;
-    const Bytes bytes = wire::encode_ipc_header(h);
+    const Bytes bytes = wire::encode_ipc(h);
     BOOST_TEST_REQUIRE(dealer.send(zmq::buffer(bytes), zmq::send_flags::none).has_value());
   }
   dealer.set(zmq::sockopt::rcvtimeo, 200);
@@ -518,14 +504,12 @@ BOOST_AUTO_TEST_CASE(a_client_that_reads_nothing_for_a_while_still_gets_every_an
   while (got < kRequests && std::chrono::steady_clock::now() < give_up) {
     zmq::message_t reply;
     if (!dealer.recv(reply)) continue;
-    const wire::IpcHeader answer =
-        wire::decode_ipc_header(reply.data<std::uint8_t>(), reply.size());
-    if (answer.kind == wire::IpcKind::keepalive) continue;
-    BOOST_TEST_REQUIRE((answer.kind == wire::IpcKind::error),
-                       "answer " << got + 1 << " is no error");
-    BOOST_TEST_REQUIRE(answer.error_code ==
-                       static_cast<std::uint32_t>(ErrorCode::malformed_message));
-    out_of_order += answer.request == got + 1 ? 0 : 1;
+    const wire::IpcMessage m = wire::decode_ipc(reply.data<std::uint8_t>(), reply.size());
+    if (std::holds_alternative<wire::Keepalive>(m)) continue;
+    const auto* answer = std::get_if<wire::ErrorReply>(&m);
+    BOOST_TEST_REQUIRE(answer != nullptr, "answer " << got + 1 << " is no error");
+    BOOST_TEST_REQUIRE((answer->code == ErrorCode::malformed_message));
+    out_of_order += answer->request == got + 1 ? 0 : 1;
     ++got;
   }
   BOOST_TEST(got == kRequests, got << " of " << kRequests << " answers arrived");

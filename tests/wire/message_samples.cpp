@@ -11,8 +11,8 @@
 
 namespace zring::wire_test {
 
-using wire::IpcHeader;
 using wire::IpcKind;
+using wire::IpcMessage;
 using wire::NodeSummary;
 using wire::RingHeader;
 using wire::RingKind;
@@ -26,8 +26,9 @@ const std::vector<RingKind>& all_ring_kinds() {
 const std::vector<IpcKind>& all_ipc_kinds() {
   static const std::vector<IpcKind> kinds = {
       IpcKind::hello,         IpcKind::welcome,       IpcKind::submit,        IpcKind::result,
-      IpcKind::error,         IpcKind::keepalive,     IpcKind::status,        IpcKind::attach,
-      IpcKind::submit_shared, IpcKind::result_shared, IpcKind::submit_staged, IpcKind::trace};
+      IpcKind::error,         IpcKind::keepalive,     IpcKind::status_query,  IpcKind::attach,
+      IpcKind::submit_shared, IpcKind::result_shared, IpcKind::submit_staged, IpcKind::trace_query,
+      IpcKind::status_report, IpcKind::attached,      IpcKind::trace_reply};
   return kinds;
 }
 
@@ -78,28 +79,93 @@ NodeSummary sample_summary() {
   return s;
 }
 
-IpcHeader sample_ipc_header(IpcKind kind) {
-  IpcHeader h;
-  h.kind = kind;
-  h.request = std::numeric_limits<std::uint64_t>::max() - static_cast<std::uint64_t>(kind);
-  h.local_rank = 3;
-  h.manifest = sample_manifest(kind == IpcKind::submit ? 6 : 2);
-  if (kind == IpcKind::submit_shared) {  // a broadcast from the largest root
-    h.manifest.kind = wire::OpKind::broadcast;
-    h.manifest.root = 0xFFFFFFFFu;
+wire::DaemonStatus sample_daemon_status() {
+  wire::DaemonStatus s;
+  s.node = "gpu-node-07";
+  s.version = "0.1.0";
+  s.started = 1700000000;
+  s.now = 1700000123;
+  s.world_size = 64;
+  s.local_ranks = 8;
+  s.first_rank = 56;
+  s.ring_up = false;
+  s.generation = ~std::uint64_t{0};
+  s.ring_reason = "node 'b' is silent";
+  s.ring_since = 1700000100;
+  s.ring_members = {"a", "gpu-node-07"};
+  s.min_nodes = 2;
+  s.last_change = "dropped [b]: silent for 10000 ms";
+  s.formations = 3;
+  s.dropped = 17;
+  s.malformed = 2;
+  s.last_drop = "a stale chunk";
+  s.curve = true;
+  s.auth_rejected = 4;
+  s.handshakes_failed = 5;
+  s.disconnects = 6;
+  s.last_rejection = "key ... from 10.0.0.9";
+  s.last_handshake_failure = "no keys";
+  s.members = {{"a", "tcp://10.0.0.1:7101", 0, wire::MemberState::up},
+               {"b", "tcp://10.0.0.2:7101", 8, wire::MemberState::down},
+               {"c", "tcp://10.0.0.3:7101", 16, wire::MemberState::live},
+               {"d", "tcp://10.0.0.4:7101", 24, wire::MemberState::unknown},
+               {"gpu-node-07", "tcp://10.0.0.8:7101", 56, wire::MemberState::self}};
+  s.members_cut = true;
+  s.ops_done = 1000;
+  s.ops_failed = 2;
+  s.errors = {{"peer_lost", 1}, {"timeout", 1}};
+  s.last_error = "node 'b' went silent";
+  s.last_error_at = 1700000110;
+  s.methods = {{"none", 10, 0, 1ull << 33, 1ull << 33, 1ull << 33},
+               {"quant:8", 990, 2, 1ull << 40, 1ull << 38, (1ull << 38) + 1}};
+  s.methods_cut = false;
+  s.idle_bytes_sent = 1234;
+  s.idle_bytes_received = 4321;
+  s.metrics = "127.0.0.1:9464";
+  return s;
+}
+
+IpcMessage sample_ipc_message(IpcKind kind) {
+  const std::uint64_t request =
+      std::numeric_limits<std::uint64_t>::max() - static_cast<std::uint64_t>(kind);
+  const wire::ClientWait wait{30000, (1ull << 62) + 7};
+  switch (kind) {
+    case IpcKind::hello:
+      return wire::Hello{request, 3, wait};
+    case IpcKind::welcome:
+      return wire::Welcome{request, 64, 17, 8, 30000, 250, "gpu-node-07"};
+    case IpcKind::submit:
+      return wire::Submit{request, 3, wait, wire::ValuesIn::frame, sample_manifest(6)};
+    case IpcKind::submit_shared: {  // a broadcast from the largest root
+      wire::Submit m{request, 3, wait, wire::ValuesIn::shared_buffer, sample_manifest(2)};
+      m.manifest.kind = wire::OpKind::broadcast;
+      m.manifest.root = 0xFFFFFFFFu;
+      return m;
+    }
+    case IpcKind::submit_staged:
+      return wire::Submit{request, 3, wait, wire::ValuesIn::staged, sample_manifest(2)};
+    case IpcKind::result:
+    case IpcKind::result_shared:
+      return wire::Result{
+          request, 42, 1ull << 35, (1ull << 37) + 5, 64, 17, kind == IpcKind::result_shared};
+    case IpcKind::error:
+      return wire::ErrorReply{request, ErrorCode::peer_lost, "node 'b' went silent"};
+    case IpcKind::keepalive:
+      return wire::Keepalive{request};
+    case IpcKind::status_query:
+      return wire::StatusQuery{request};
+    case IpcKind::status_report:
+      return wire::StatusReport{request, sample_daemon_status()};
+    case IpcKind::attach:
+      return wire::Attach{request, 3, wait, (1ull << 36) - 1};
+    case IpcKind::attached:
+      return wire::Attached{request, "/run/zring/zringd.sock.shm.77.3.1", (1ull << 36) - 1};
+    case IpcKind::trace_query:
+      return wire::TraceQuery{request};
+    case IpcKind::trace_reply:
+      return wire::TraceReply{request, "gpu-node-07"};
   }
-  h.world_size = 64;
-  h.rank = 17;
-  h.local_ranks = 8;
-  h.timeout_ms = 30000;
-  h.heartbeat_ms = 250;
-  h.node = "gpu-node-07";
-  h.op = 42;
-  h.wire_bytes = 1ull << 35;
-  h.dense_bytes = (1ull << 37) + 5;
-  h.error_code = static_cast<std::uint32_t>(ErrorCode::internal);
-  h.text = kind == IpcKind::status ? "{\"nodes\": [\"a\", \"b\"]}" : "all good";
-  return h;
+  return wire::Keepalive{request};
 }
 
 std::vector<std::vector<std::uint8_t>> sample_payloads() {
@@ -179,22 +245,10 @@ void check_equal(const NodeSummary& got, const NodeSummary& want) {
   BOOST_TEST(got.blob_bytes == want.blob_bytes);
 }
 
-void check_equal(const IpcHeader& got, const IpcHeader& want) {
-  BOOST_TEST((got.kind == want.kind));
-  BOOST_TEST(got.request == want.request);
-  BOOST_TEST(got.local_rank == want.local_rank);
-  BOOST_TEST((got.manifest == want.manifest));
-  BOOST_TEST(got.world_size == want.world_size);
-  BOOST_TEST(got.rank == want.rank);
-  BOOST_TEST(got.local_ranks == want.local_ranks);
-  BOOST_TEST(got.timeout_ms == want.timeout_ms);
-  BOOST_TEST(got.heartbeat_ms == want.heartbeat_ms);
-  BOOST_TEST(got.node == want.node);
-  BOOST_TEST(got.op == want.op);
-  BOOST_TEST(got.wire_bytes == want.wire_bytes);
-  BOOST_TEST(got.dense_bytes == want.dense_bytes);
-  BOOST_TEST(got.error_code == want.error_code);
-  BOOST_TEST(got.text == want.text);
+void check_equal(const IpcMessage& got, const IpcMessage& want) {
+  BOOST_TEST((wire::kind_of(got) == wire::kind_of(want)));
+  BOOST_TEST(wire::request_of(got) == wire::request_of(want));
+  BOOST_TEST((got == want));
 }
 
 void check_equal(const wire::Trace& got, const wire::Trace& want) {
@@ -241,13 +295,33 @@ void check_valid(const NodeSummary& s) {
   BOOST_TEST(s.blob_bytes <= wire::kMaxBlobBytes);
 }
 
-void check_valid(const IpcHeader& h) {
-  const auto kind = static_cast<int>(h.kind);
-  BOOST_TEST((kind >= 1 && kind <= 12));
-  check_valid(h.manifest);
-  BOOST_TEST(h.node.size() <= wire::kMaxNodeNameBytes);
-  BOOST_TEST(is_error_code(h.error_code));
-  BOOST_TEST(h.text.size() <= wire::kMaxIpcTextBytes);
+void check_valid(const IpcMessage& m) {
+  const auto kind = static_cast<int>(wire::kind_of(m));
+  BOOST_TEST((kind >= 1 && kind <= 15));
+  if (const auto* submit = std::get_if<wire::Submit>(&m)) check_valid(submit->manifest);
+  if (const auto* welcome = std::get_if<wire::Welcome>(&m))
+    BOOST_TEST(welcome->node.size() <= wire::kMaxNodeNameBytes);
+  if (const auto* reply = std::get_if<wire::TraceReply>(&m))
+    BOOST_TEST(reply->node.size() <= wire::kMaxNodeNameBytes);
+  if (const auto* error = std::get_if<wire::ErrorReply>(&m)) {
+    BOOST_TEST(is_error_code(static_cast<std::uint32_t>(error->code)));
+    BOOST_TEST(error->text.size() <= wire::kMaxIpcTextBytes);
+  }
+  if (const auto* report = std::get_if<wire::StatusReport>(&m)) {
+    const wire::DaemonStatus& s = report->status;
+    BOOST_TEST(s.members.size() <= wire::kMaxStatusMembers);
+    BOOST_TEST(s.ring_members.size() <= wire::kMaxStatusMembers);
+    BOOST_TEST(s.methods.size() <= wire::kMaxStatusMethods);
+    BOOST_TEST(s.errors.size() <= wire::kMaxStatusErrors);
+    for (const wire::MemberStatus& member : s.members) {
+      const auto state = static_cast<int>(member.state);
+      BOOST_TEST((state >= 1 && state <= 5));
+      BOOST_TEST(member.name.size() <= wire::kMaxStatusTextBytes);
+    }
+    BOOST_TEST(s.last_error.size() <= wire::kMaxStatusTextBytes);
+  }
+  if (const auto* attached = std::get_if<wire::Attached>(&m))
+    BOOST_TEST(attached->path.size() <= wire::kMaxIpcTextBytes);
 }
 
 void check_valid(const wire::Trace& t) {

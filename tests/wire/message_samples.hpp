@@ -25,7 +25,9 @@ wire::Manifest sample_manifest(std::size_t tensors = 5);
 // Every field set to something other than its default.
 wire::RingHeader sample_ring_header(wire::RingKind kind);
 wire::NodeSummary sample_summary();  // with stats, non-finite entries and an error
-wire::IpcHeader sample_ipc_header(wire::IpcKind kind);
+wire::IpcMessage sample_ipc_message(wire::IpcKind kind);
+// Every list non-empty, every member state, every flag set one way or the other.
+wire::DaemonStatus sample_daemon_status();
 std::vector<std::vector<std::uint8_t>> sample_payloads();
 // Three records: one that went through, one that failed on the ring, one
 // that never reached it.
@@ -33,14 +35,14 @@ wire::Trace sample_trace();
 
 void check_equal(const wire::RingHeader& got, const wire::RingHeader& want);
 void check_equal(const wire::NodeSummary& got, const wire::NodeSummary& want);
-void check_equal(const wire::IpcHeader& got, const wire::IpcHeader& want);
+void check_equal(const wire::IpcMessage& got, const wire::IpcMessage& want);
 void check_equal(const wire::Trace& got, const wire::Trace& want);
 
 // What a decoder promises about everything it returns.
 void check_valid(const wire::Manifest& m);
 void check_valid(const wire::RingHeader& h);
 void check_valid(const wire::NodeSummary& s);
-void check_valid(const wire::IpcHeader& h);
+void check_valid(const wire::IpcMessage& m);
 void check_valid(const wire::Trace& t);
 
 // A decoder under test, its result thrown away.

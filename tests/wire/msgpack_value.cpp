@@ -17,6 +17,8 @@ Value from_object(const msgpack::object& o) {
       return Value::negative_int(o.via.i64);
     case msgpack::type::NIL:
       return Value::nil();
+    case msgpack::type::BOOLEAN:
+      return Value::boolean_of(o.via.boolean);
     case msgpack::type::STR:
       return Value(std::string(o.via.str.ptr, o.via.str.size));
     case msgpack::type::BIN: {
@@ -57,6 +59,12 @@ void pack_into(Packer& p, const Value& value) {
       return;
     case Value::Kind::nil:
       p.pack_nil();
+      return;
+    case Value::Kind::boolean:
+      if (value.uint != 0)
+        p.pack_true();
+      else
+        p.pack_false();
       return;
   }
 }

@@ -10,7 +10,7 @@
 namespace zring::wire_test {
 
 struct Value {
-  enum class Kind { uint, negative, str, bin, array, nil };
+  enum class Kind { uint, negative, str, bin, array, nil, boolean };
   using Array = std::vector<Value>;
 
   Kind kind = Kind::uint;
@@ -29,6 +29,12 @@ struct Value {
     Value v;
     v.kind = Kind::bin;
     v.bin = std::move(bytes);
+    return v;
+  }
+  static Value boolean_of(bool b) {
+    Value v;
+    v.kind = Kind::boolean;
+    v.uint = b ? 1 : 0;
     return v;
   }
   static Value nil() {

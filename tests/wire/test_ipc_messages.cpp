@@ -1,5 +1,6 @@
-// test_ipc_messages.cpp - IPC headers (client or zringctl <-> zringd) round
-// trip for every kind, and hostile ones throw malformed_message.
+// test_ipc_messages.cpp - IPC messages (client or zringctl <-> zringd):
+// every kind round trips, and a hostile one of every kind throws
+// malformed_message with the exact error naming the kind and the field.
 #include <boost/test/unit_test.hpp>
 #include <msgpack.hpp>
 #include <zring/error.hpp>
@@ -11,153 +12,189 @@
 
 namespace wt = zring::wire_test;
 namespace wire = zring::wire;
+using wire::IpcKind;
 using wt::Bytes;
 using wt::Value;
 using zring::ErrorCode;
 
 namespace {
 
-const wt::Decoder ipc = [](const std::uint8_t* d, std::size_t n) {
-  (void)wire::decode_ipc_header(d, n);
-};
+const wt::Decoder ipc = [](const std::uint8_t* d, std::size_t n) { (void)wire::decode_ipc(d, n); };
 
-// A valid submit header as a Value, to change one field of. Body fields
-// start at 2; the manifest is field 5.
-Value ipc_value() {
-  return wt::parse_value(wire::encode_ipc_header(wt::sample_ipc_header(wire::IpcKind::submit)));
+// A valid message of `kind` as a Value, to change one item of: [version,
+// type, kind, request, fields...], so the kind's first field is item 4.
+Value ipc_value(IpcKind kind) {
+  return wt::parse_value(wire::encode_ipc(wt::sample_ipc_message(kind)));
 }
-Value& tensors(Value& message) { return message[5][1]; }
+// A submit's manifest is item 7, its tensors item 1 of that.
+Value& manifest(Value& submit) { return submit[7]; }
+Value& tensors(Value& submit) { return submit[7][1]; }
+
+// The whole error text decoding `bytes` throws.
+void expect_error(const Bytes& bytes, const std::string& error) {
+  const std::string got = wt::expect_malformed(ipc, bytes, error);
+  BOOST_TEST(got == error);
+}
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(ipc_header)
+BOOST_AUTO_TEST_SUITE(ipc_message)
 
-BOOST_AUTO_TEST_CASE(every_kind_round_trips_with_a_manifest) {
-  for (const wire::IpcKind kind : wt::all_ipc_kinds()) {
+BOOST_AUTO_TEST_CASE(every_kind_round_trips_as_itself) {
+  for (const IpcKind kind : wt::all_ipc_kinds()) {
     BOOST_TEST_CONTEXT("kind " << static_cast<int>(kind)) {
-      const wire::IpcHeader h = wt::sample_ipc_header(kind);
-      BOOST_TEST_REQUIRE(!h.manifest.tensors.empty());
-      const Bytes bytes = wire::encode_ipc_header(h);
+      const wire::IpcMessage m = wt::sample_ipc_message(kind);
+      BOOST_TEST((wire::kind_of(m) == kind));
+      BOOST_TEST(wire::request_of(m) == ~std::uint64_t{0} - static_cast<std::uint64_t>(kind));
+      const Bytes bytes = wire::encode_ipc(m);
       BOOST_TEST((wire::peek_message_type(bytes.data(), bytes.size()) == wire::MessageType::ipc));
-      wt::check_equal(wire::decode_ipc_header(bytes.data(), bytes.size()), h);
+      BOOST_TEST(wt::parse_value(bytes)[2].uint == static_cast<std::uint64_t>(kind));
+      wt::check_equal(wire::decode_ipc(bytes.data(), bytes.size()), m);
     }
   }
 }
 
-BOOST_AUTO_TEST_CASE(default_header_layout_is_pinned) {
-  const Bytes bytes = wire::encode_ipc_header({});
-  // array16 of 17: 3, 4, kind 1, request 0, local_rank 0, manifest ["", [],
-  // kind 1 (all-reduce), root 0], five u32, node "", op, wire_bytes,
-  // dense_bytes, error_code, text "".
-  const Bytes want = {0xdc, 0, 17, 3, 4, 1, 0,    0, 0x94, 0xa0, 0x90, 1,
-                      0,    0, 0,  0, 0, 0, 0xa0, 0, 0,    0,    0,    0xa0};
-  BOOST_TEST(bytes == want, boost::test_tools::per_element());
-  wt::check_equal(wire::decode_ipc_header(bytes.data(), bytes.size()), wire::IpcHeader{});
+BOOST_AUTO_TEST_CASE(layouts_are_pinned) {
+  // fixarray of 4: version 4, type 4, kind 6, request 0.
+  BOOST_TEST(wire::encode_ipc(wire::Keepalive{}) == (Bytes{0x94, 4, 4, 6, 0}),
+             boost::test_tools::per_element());
+  // fixarray of 7: 4, 4, kind 1, request 0, local_rank 0, timeout_ms 0, sent_ns 0.
+  BOOST_TEST(wire::encode_ipc(wire::Hello{}) == (Bytes{0x97, 4, 4, 1, 0, 0, 0, 0}),
+             boost::test_tools::per_element());
+  // fixarray of 8: 4, 4, kind 3, request 0, local_rank, timeout_ms, sent_ns,
+  // manifest ["", [], kind 1 (all-reduce), root 0].
+  const Bytes submit = {0x98, 4, 4, 3, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0};
+  BOOST_TEST(wire::encode_ipc(wire::Submit{}) == submit, boost::test_tools::per_element());
+  wt::check_equal(wire::decode_ipc(submit.data(), submit.size()), wire::Submit{});
+  // fixarray of 6: 4, 4, kind 5, request 9, error_code 10 (peer_lost), text "".
+  const Bytes error = {0x96, 4, 4, 5, 9, 10, 0xa0};
+  BOOST_TEST(wire::encode_ipc(wire::ErrorReply{9, ErrorCode::peer_lost, ""}) == error,
+             boost::test_tools::per_element());
+  BOOST_TEST(static_cast<int>(ErrorCode::peer_lost) == 10);
+}
+
+BOOST_AUTO_TEST_CASE(a_hostile_message_of_every_kind) {
+  struct Case {
+    IpcKind kind;
+    std::function<void(Value&)> spoil;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {IpcKind::hello, [](Value& m) { m[4] = 1ull << 32; },
+       "wire: IPC hello: local_rank: 4294967296 exceeds the limit 4294967295"},
+      {IpcKind::welcome, [](Value& m) { m[9] = std::string(257, 'n'); },
+       "wire: IPC welcome: node: string of 257 bytes (at most 256)"},
+      {IpcKind::submit, [](Value& m) { manifest(m) = "manifest"; },
+       "wire: IPC submit: manifest: not an array"},
+      {IpcKind::result, [](Value& m) { m[4] = Value::negative_int(-1); },
+       "wire: IPC result: op: not an unsigned integer"},
+      {IpcKind::error, [](Value& m) { m[4] = wt::kUnknownErrorCode; },
+       "wire: IPC error: error_code: " + std::to_string(wt::kUnknownErrorCode) +
+           " is not a zring error code (docs/errors.md lists them)"},
+      {IpcKind::keepalive, [](Value& m) { m.items.push_back(Value(std::uint64_t{0})); },
+       "wire: IPC keepalive: array of 5 items, expected 4"},
+      {IpcKind::status_query, [](Value& m) { m[3] = "one"; },
+       "wire: IPC status_query: request: not an unsigned integer"},
+      {IpcKind::attach, [](Value& m) { m[7] = Value::nil(); },
+       "wire: IPC attach: bytes: not an unsigned integer"},
+      {IpcKind::submit_shared, [](Value& m) { m[5] = 1ull << 32; },
+       "wire: IPC submit_shared: timeout_ms: 4294967296 exceeds the limit 4294967295"},
+      {IpcKind::result_shared, [](Value& m) { m.items.pop_back(); },
+       "wire: IPC result_shared: array of 8 items, expected 9"},
+      {IpcKind::submit_staged, [](Value& m) { m[6] = "now"; },
+       "wire: IPC submit_staged: sent_ns: not an unsigned integer"},
+      {IpcKind::trace_query, [](Value& m) { m.items.push_back("extra"); },
+       "wire: IPC trace_query: array of 5 items, expected 4"},
+      {IpcKind::status_report, [](Value& m) { m[4] = 5; },
+       "wire: IPC status_report: status: not an array"},
+      {IpcKind::attached, [](Value& m) { m[4] = 5; }, "wire: IPC attached: path: not a string"},
+      {IpcKind::trace_reply, [](Value& m) { m[4] = std::string(257, 'n'); },
+       "wire: IPC trace_reply: node: string of 257 bytes (at most 256)"},
+  };
+  BOOST_TEST(cases.size() == wt::all_ipc_kinds().size());
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT("kind " << static_cast<int>(c.kind)) {
+      Value m = ipc_value(c.kind);
+      c.spoil(m);
+      expect_error(wt::pack_value(m), c.error);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(texts_at_and_beyond_their_limits) {
-  wire::IpcHeader h = wt::sample_ipc_header(wire::IpcKind::status);
-  h.node = std::string(wire::kMaxNodeNameBytes, 'n');
-  h.text = std::string(wire::kMaxIpcTextBytes, '{');
-  const Bytes bytes = wire::encode_ipc_header(h);
-  wt::check_equal(wire::decode_ipc_header(bytes.data(), bytes.size()), h);
+  wire::ErrorReply long_error{1, ErrorCode::internal, std::string(wire::kMaxIpcTextBytes, '{')};
+  Bytes bytes = wire::encode_ipc(long_error);
+  wt::check_equal(wire::decode_ipc(bytes.data(), bytes.size()), long_error);
+  long_error.text += "}";
+  wt::expect_malformed(ipc, wire::encode_ipc(long_error), "65537");
 
-  h.node += "n";
-  wt::expect_malformed(ipc, wire::encode_ipc_header(h), "node");
-  h.node = "a";
-  h.text += "}";
-  wt::expect_malformed(ipc, wire::encode_ipc_header(h), "65537");
+  const wire::Welcome welcome{2, 4, 1, 1, 100, 10, std::string(wire::kMaxNodeNameBytes, 'n')};
+  bytes = wire::encode_ipc(welcome);
+  wt::check_equal(wire::decode_ipc(bytes.data(), bytes.size()), welcome);
+  wire::ErrorReply error{3, ErrorCode::internal, std::string(wire::kMaxIpcTextBytes, 'e')};
+  bytes = wire::encode_ipc(error);
+  wt::check_equal(wire::decode_ipc(bytes.data(), bytes.size()), error);
 }
 
-BOOST_AUTO_TEST_CASE(kinds_out_of_range) {
-  for (const std::uint64_t kind : {0ull, 13ull, 99ull}) {
+BOOST_AUTO_TEST_CASE(kinds_out_of_range_and_roots_too_short) {
+  for (const std::uint64_t kind : {0ull, 16ull, 99ull}) {
     BOOST_TEST_CONTEXT("kind " << kind) {
-      Value m = ipc_value();
+      Value m = ipc_value(IpcKind::submit);
       m[2] = kind;
-      wt::expect_malformed(ipc, wt::pack_value(m), "IPC header: kind");
+      wt::expect_malformed(ipc, wt::pack_value(m), "wire: IPC message: kind: ");
     }
   }
-}
-
-BOOST_AUTO_TEST_CASE(fields_out_of_range_or_of_another_type) {
-  Value m = ipc_value();
-  m[15] = wt::kUnknownErrorCode;
-  wt::expect_malformed(ipc, wt::pack_value(m), "error_code");
-  for (const std::size_t field : {4u, 6u, 7u, 8u, 9u, 10u}) {  // the u32 fields
-    BOOST_TEST_CONTEXT("field " << field) {
-      m = ipc_value();
-      m[field] = 1ull << 32;
-      wt::expect_malformed(ipc, wt::pack_value(m), "exceeds");
-    }
-  }
-  m = ipc_value();
-  m[3] = Value::negative_int(-1);
-  wt::expect_malformed(ipc, wt::pack_value(m), "request: not an unsigned integer");
-  m = ipc_value();
-  m[11] = 5;
-  wt::expect_malformed(ipc, wt::pack_value(m), "node: not a string");
-  m = ipc_value();
-  m[16] = Value::binary({'h', 'i'});  // IPC headers carry no binaries
-  wt::expect_malformed(ipc, wt::pack_value(m), "binary");
-  m = ipc_value();
-  m[5] = "manifest";
-  wt::expect_malformed(ipc, wt::pack_value(m), "manifest: not an array");
-  m = ipc_value();
-  m.items.pop_back();
-  wt::expect_malformed(ipc, wt::pack_value(m), "expected 17");
+  expect_error({0x92, 4, 4}, "wire: IPC message: array of 2 items, expected 4..10");
+  Value m = ipc_value(IpcKind::keepalive);
+  m[2] = "keepalive";
+  expect_error(wt::pack_value(m), "wire: IPC message: kind: not an unsigned integer");
 }
 
 BOOST_AUTO_TEST_CASE(hostile_manifests) {
-  Value m = ipc_value();
+  Value m = ipc_value(IpcKind::submit);
   tensors(m)[4][0] = "d.conv";  // a duplicate of tensor 3
   wt::expect_malformed(ipc, wt::pack_value(m), "duplicate");
-  m = ipc_value();
+  m = ipc_value(IpcKind::submit);
   std::swap(tensors(m)[0], tensors(m)[1]);
   wt::expect_malformed(ipc, wt::pack_value(m), "sorted");
-  m = ipc_value();
+  m = ipc_value(IpcKind::submit);
   tensors(m)[5][0] = "";
   wt::expect_malformed(ipc, wt::pack_value(m), "empty tensor name");
-  m = ipc_value();
+  m = ipc_value(IpcKind::submit);
   tensors(m)[3][1] = Value::Array{1ull << 31, 1ull << 31, 1ull << 31, 1ull << 31};
   wt::expect_malformed(ipc, wt::pack_value(m), "overflows");
-  m = ipc_value();
+  m = ipc_value(IpcKind::submit);
   tensors(m)[3][2] = 1729;
   wt::expect_malformed(ipc, wt::pack_value(m), "numel is 1729");
+  m = ipc_value(IpcKind::submit);
+  m[7] = Value::binary({'h', 'i'});  // IPC messages carry no binaries
+  wt::expect_malformed(ipc, wt::pack_value(m), "binary");
 
   // What the op is: a kind 1 (all-reduce) or 2 (broadcast), a root only
   // for a broadcast, and under 2^32.
   for (const std::uint64_t kind : {0ull, 3ull, 1ull << 40}) {
     BOOST_TEST_CONTEXT("op kind " << kind) {
-      m = ipc_value();
-      m[5][2] = kind;
-      wt::expect_malformed(ipc, wt::pack_value(m), "IPC header, manifest: kind");
+      m = ipc_value(IpcKind::submit);
+      manifest(m)[2] = kind;
+      wt::expect_malformed(ipc, wt::pack_value(m), "IPC submit, manifest: kind");
     }
   }
-  m = ipc_value();
-  m[5][2] = "broadcast";
-  wt::expect_malformed(ipc, wt::pack_value(m), "kind: not an unsigned integer");
-  m = ipc_value();
-  m[5][3] = 2;  // the sample is an all-reduce
+  m = ipc_value(IpcKind::submit);
+  manifest(m)[3] = 2;  // the sample is an all-reduce
   wt::expect_malformed(ipc, wt::pack_value(m), "root 2 in an all-reduce");
-  m = ipc_value();
-  m[5][2] = 2;
-  m[5][3] = 1ull << 32;
-  wt::expect_malformed(ipc, wt::pack_value(m), "IPC header, manifest: root");
-  m[5][3] = 0xFFFFFFFFull;
-  const Bytes broadcast = wt::pack_value(m);
-  const wire::IpcHeader h = wire::decode_ipc_header(broadcast.data(), broadcast.size());
-  BOOST_TEST((h.manifest.kind == wire::OpKind::broadcast));
-  BOOST_TEST(h.manifest.root == 0xFFFFFFFFu);
-  m[5].items.pop_back();  // a manifest of the last version: no root
-  wt::expect_malformed(ipc, wt::pack_value(m), "array of 3 items, expected 4");
+  m = ipc_value(IpcKind::submit_shared);  // a broadcast from root 2^32 - 1
+  manifest(m)[3] = 1ull << 32;
+  wt::expect_malformed(ipc, wt::pack_value(m), "IPC submit_shared, manifest: root");
 
   // A tensor list claiming 2^32 - 1 entries, refused before it is built.
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> p(buffer);
-  p.pack_array(17);
+  p.pack_array(8);
   p.pack_uint32(zring::wire::kWireVersion);
   p.pack_uint32(4);
   p.pack_uint32(3);
+  p.pack_uint32(0);
+  p.pack_uint32(0);
   p.pack_uint32(0);
   p.pack_uint32(0);
   p.pack_array(4);
@@ -167,10 +204,53 @@ BOOST_AUTO_TEST_CASE(hostile_manifests) {
   wt::expect_malformed(ipc, Bytes(b, b + buffer.size()), "4294967295");
 }
 
+// The status report: item 4 of a status_report; its members are item 24,
+// a member's state its item 3.
+BOOST_AUTO_TEST_CASE(status_reports_round_trip_and_hostile_ones_are_named) {
+  const wire::StatusReport report{5, wt::sample_daemon_status()};
+  const Bytes bytes = wire::encode_ipc(report);
+  wt::check_equal(wire::decode_ipc(bytes.data(), bytes.size()), report);
+  BOOST_TEST(wt::parse_value(bytes)[4].items.size() == 36u);
+
+  Value m = wt::parse_value(bytes);
+  m[4][24][1][3] = 6;
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report, status, members[1]: state: 6 exceeds the limit 5");
+  m = wt::parse_value(bytes);
+  m[4][24][0][3] = std::uint64_t{0};
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report, status, members[0]: state: 0 is not "
+               "a kind (kinds run 1..5)");
+  m = wt::parse_value(bytes);
+  m[4][7] = 1;  // ring_up
+  expect_error(wt::pack_value(m), "wire: IPC status_report, status: ring_up: not a boolean");
+  m = wt::parse_value(bytes);
+  m[4].items.pop_back();
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report: status: array of 35 items, expected 36");
+  m = wt::parse_value(bytes);
+  m[4][24][2].items.pop_back();
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report, status: members[2]: array of 3 items, expected 4");
+  m = wt::parse_value(bytes);
+  m[4][0] = std::string(wire::kMaxStatusTextBytes + 1, 'n');
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report, status: node: string of 4097 bytes (at most 4096)");
+  m = wt::parse_value(bytes);
+  m[4][11][1] = 7;  // a ring member that is no name
+  expect_error(wt::pack_value(m), "wire: IPC status_report, status: ring_members[1]: not a string");
+
+  // Longer texts are cut by the encoder, never refused by the decoder.
+  wire::StatusReport long_report = report;
+  long_report.status.last_error = std::string(wire::kMaxStatusTextBytes + 10, 'e');
+  const Bytes cut = wire::encode_ipc(long_report);
+  const auto decoded = std::get<wire::StatusReport>(wire::decode_ipc(cut.data(), cut.size()));
+  BOOST_TEST(decoded.status.last_error == std::string(wire::kMaxStatusTextBytes, 'e'));
+}
+
 BOOST_AUTO_TEST_CASE(other_message_types) {
   const Bytes ring = wire::encode_ring_header(wt::sample_ring_header(wire::RingKind::up));
-  wt::expect_malformed(ipc, ring,
-                       "expected a message of type 4 (IPC header), got type 2 (ring header)");
+  expect_error(ring, "wire: expected a message of type 4 (IPC message), got type 2 (ring header)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

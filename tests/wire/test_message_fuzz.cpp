@@ -1,4 +1,4 @@
-// test_message_fuzz.cpp - ring headers, summaries, IPC headers, traces and
+// test_message_fuzz.cpp - ring headers, summaries, IPC messages, traces and
 // payload lists against every truncation, other protocol versions and
 // thousands of seeded corruptions: each throws zring::Error or decodes to a
 // message that keeps every promise of its decoder. Any other exception, a crash or a
@@ -52,15 +52,15 @@ std::vector<Subject> subjects() {
     return rejected_by(b, wire::decode_summary, wire::encode_summary);
   };
   const auto ipc = [](const Bytes& b) {
-    return rejected_by(b, wire::decode_ipc_header, wire::encode_ipc_header);
+    return rejected_by(b, wire::decode_ipc, wire::encode_ipc);
   };
   for (const wire::RingKind kind : wt::all_ring_kinds())
     out.push_back({"ring header, kind " + std::to_string(static_cast<int>(kind)),
                    wire::encode_ring_header(wt::sample_ring_header(kind)), ring});
   out.push_back({"summary", wire::encode_summary(wt::sample_summary()), summary});
   for (const wire::IpcKind kind : wt::all_ipc_kinds())
-    out.push_back({"IPC header, kind " + std::to_string(static_cast<int>(kind)),
-                   wire::encode_ipc_header(wt::sample_ipc_header(kind)), ipc});
+    out.push_back({"IPC message, kind " + std::to_string(static_cast<int>(kind)),
+                   wire::encode_ipc(wt::sample_ipc_message(kind)), ipc});
   const auto trace = [](const Bytes& b) {
     return rejected_by(b, wire::decode_trace, wire::encode_trace);
   };
@@ -116,18 +116,18 @@ BOOST_AUTO_TEST_CASE(other_versions_are_unsupported) {
   const std::vector<std::pair<std::string, wt::Decoder>> decoders = {
       {"ring", [](const std::uint8_t* d, std::size_t n) { (void)wire::decode_ring_header(d, n); }},
       {"summary", [](const std::uint8_t* d, std::size_t n) { (void)wire::decode_summary(d, n); }},
-      {"ipc", [](const std::uint8_t* d, std::size_t n) { (void)wire::decode_ipc_header(d, n); }},
+      {"ipc", [](const std::uint8_t* d, std::size_t n) { (void)wire::decode_ipc(d, n); }},
       {"trace", [](const std::uint8_t* d, std::size_t n) { (void)wire::decode_trace(d, n); }}};
   const std::vector<Bytes> samples = {
       wire::encode_ring_header(wt::sample_ring_header(wire::RingKind::abort)),
       wire::encode_summary(wt::sample_summary()),
-      wire::encode_ipc_header(wt::sample_ipc_header(wire::IpcKind::submit)),
+      wire::encode_ipc(wt::sample_ipc_message(wire::IpcKind::submit)),
       wire::encode_trace(wt::sample_trace())};
   for (std::size_t i = 0; i < decoders.size(); ++i) {
     // Not a structured binding: clang 14 cannot capture one in a lambda.
     const std::string& name = decoders[i].first;
     const wt::Decoder& decode = decoders[i].second;
-    for (const std::uint64_t version : {0ull, 1ull, 2ull, 4ull, 255ull, 1ull << 40}) {
+    for (const std::uint64_t version : {0ull, 1ull, 2ull, 3ull, 5ull, 255ull, 1ull << 40}) {
       BOOST_TEST_CONTEXT(name << ", version " << version) {
         wt::Value m = wt::parse_value(samples[i]);
         m[0] = version;
@@ -140,7 +140,7 @@ BOOST_AUTO_TEST_CASE(other_versions_are_unsupported) {
     }
     // The version is judged before the body, whatever layout it has.
     const std::uint8_t type = samples[i][2];
-    const Bytes future = {0x93, 0x04, type, 0x80};  // [4, type, {}]
+    const Bytes future = {0x93, 0x05, type, 0x80};  // [5, type, {}]
     BOOST_TEST_CONTEXT(name << ", future layout") {
       BOOST_TEST((wt::code_of([&] { decode(future.data(), future.size()); }) ==
                   ErrorCode::unsupported_version));

@@ -5,6 +5,7 @@
 #include <zring/error.hpp>
 
 #include "client/status.hpp"
+#include "client/status_json.hpp"
 
 namespace zring::proc {
 
@@ -50,8 +51,7 @@ void LocalRing::start_all() {
 
 bool LocalRing::is_up(std::size_t node) {
   try {
-    const std::string status = client::query_status(ipc(node), std::chrono::milliseconds(500));
-    return status.find("\"ring_up\":true") != std::string::npos;
+    return client::query_status(ipc(node), std::chrono::milliseconds(500)).ring_up;
   } catch (const Error&) {
     return false;
   }
