@@ -363,7 +363,11 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
     drop("a data message without its payload frame", true);
     return std::nullopt;
   }
-  if (!up() || header.generation != generation()) {
+  // A node is up once UP(g) has come round to it; the nodes before it on
+  // UP's way may already send their summaries of op 0 straight to it. It
+  // adopted g (FORM), so it keeps them for that op.
+  const bool before_up = !up() && header.generation == generation() && sent_straight(header);
+  if (!before_up && (!up() || header.generation != generation())) {
     drop("data of another ring generation", false);
     return std::nullopt;
   }

@@ -10,6 +10,7 @@
 // predecessor when it is silent. Where the links differ they say so: when a
 // peer goes away, the in-process ring (which has no membership) times out
 // naming it, ZmqRing fails the op with ring_changed naming it.
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <boost/mpl/list.hpp>
@@ -131,22 +132,23 @@ class ZmqLinks {
     }
   }
 
-  // Every node runs the protocol until all are up (a node that is up goes
-  // on servicing, so that what it owes the others goes out).
+  // Every node runs the protocol until all are up at once (a node that is
+  // up goes on servicing, so that what it owes the others goes out, and a
+  // node that went down again, the ring re-forming, is waited for again).
   void form() {
     const auto give_up = Clock::now() + 10 * scaled(kTimeout);
-    std::atomic<std::size_t> up{0};
+    std::vector<std::atomic<bool>> up(rings_.size());
+    std::atomic<bool> all_up{false};
     {
       std::vector<std::jthread> threads;
-      for (auto& ring : rings_)
-        threads.emplace_back([&, r = ring.get()] {
-          bool counted = false;
-          while (up.load() < rings_.size() && Clock::now() < give_up) {
+      for (std::size_t n = 0; n < rings_.size(); ++n)
+        threads.emplace_back([&, n, r = rings_[n].get()] {
+          while (!all_up.load() && Clock::now() < give_up) {
             r->service(std::min(give_up, Clock::now() + 20ms), nullptr);
-            if (!counted && r->up()) {
-              counted = true;
-              ++up;
-            }
+            up[n] = r->up();
+            if (std::all_of(up.begin(), up.end(),
+                            [](const std::atomic<bool>& u) { return u.load(); }))
+              all_up = true;
           }
         });
     }
