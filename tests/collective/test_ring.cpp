@@ -143,8 +143,11 @@ BOOST_AUTO_TEST_CASE(failed_ops_leave_the_residuals_as_they_were) {
                in.failure = Status{ErrorCode::timeout, "local rank 0 was late"};
              }
            });
-    for (std::size_t n = 0; n < 3; ++n)
-      BOOST_TEST(!run.errors[n].empty(), text << " op 1 node " << n);
+    for (std::size_t n = 0; n < 3; ++n) {
+      BOOST_TEST((run.codes[n] == ErrorCode::timeout), text << " op 1 node " << n);
+      BOOST_TEST(run.errors[n].find("local rank 0 was late") != std::string::npos,
+                 text << " op 1 node " << n << ": " << run.errors[n]);
+    }
 
     InprocRing broken(3);
     broken.set_filter([](std::size_t, const Message& m) {
@@ -152,8 +155,11 @@ BOOST_AUTO_TEST_CASE(failed_ops_leave_the_residuals_as_they_were) {
     });
     run_op(broken, 1, method, make_inputs(3, 2, sizes), 2, residuals, run, 4096, nullptr,
            std::chrono::milliseconds(500));
-    for (std::size_t n = 0; n < 3; ++n)
-      BOOST_TEST(!run.errors[n].empty(), text << " op 2 node " << n);
+    for (std::size_t n = 0; n < 3; ++n) {
+      BOOST_TEST((run.codes[n] == ErrorCode::timeout), text << " op 2 node " << n);
+      BOOST_TEST(run.errors[n].find("timed out waiting for node") != std::string::npos,
+                 text << " op 2 node " << n << ": " << run.errors[n]);
+    }
 
     const auto third = make_inputs(3, 3, sizes);
     run_op(ring, 1, method, third, 3, residuals, run);
