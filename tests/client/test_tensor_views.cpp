@@ -45,9 +45,9 @@ BOOST_AUTO_TEST_CASE(views_are_fused_in_name_order_one_after_another) {
 
 BOOST_AUTO_TEST_CASE(no_views_and_empty_tensors_are_fine) {
   BOOST_TEST(fuse_order({}).empty());
-  // No values, so no data is needed.
-  const std::vector<FusedView> fused =
-      fuse_order({{"empty", {4, 0}, nullptr}, {"a", {0}, nullptr}});
+  // No values, so no data is needed. (FusedView points into the views: they must outlive it.)
+  const TensorViews views = {{"empty", {4, 0}, nullptr}, {"a", {0}, nullptr}};
+  const std::vector<FusedView> fused = fuse_order(views);
   BOOST_TEST_REQUIRE(fused.size() == 2u);
   BOOST_TEST(fused[0].view->name == "a");
   BOOST_TEST(fused[1].numel == 0u);
@@ -87,7 +87,8 @@ BOOST_AUTO_TEST_CASE(a_tensor_indices_cannot_address_is_refused) {
                   &what) == ErrorCode::invalid_argument));
   BOOST_TEST(mentions(what, "tensor 'huge' has more than 2^32 - 1 values"), what);
   // 2^32 - 1 values are allowed (only counted: nothing is read).
-  const std::vector<FusedView> most = fuse_order({{"most", {65535, 65537}, x.data()}});
+  const TensorViews most_views = {{"most", {65535, 65537}, x.data()}};
+  const std::vector<FusedView> most = fuse_order(most_views);
   BOOST_TEST(most.at(0).numel == std::size_t{65535} * 65537);
 }
 
