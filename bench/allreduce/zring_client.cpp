@@ -120,9 +120,13 @@ void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient
     else
       work = ar.all_reduce(work);  // copy: the original API, a new map each op
   };
-  std::vector<float> fused(shared ? 0 : n);
+  // The checksum reads the result in fused order. One tensor is read where
+  // it is: a copy of it here would compete for the cores with the ranks
+  // whose op is still running (the shared path copies nothing either).
+  std::vector<float> fused(shared || work.size() == 1 ? 0 : n);
   auto result = [&]() -> const float* {
     if (shared) return tensors.values().data();
+    if (work.size() == 1) return work.begin()->second.data().data();
     std::size_t at = 0;
     for (const auto& [name, t] : work) {
       std::copy(t.data().begin(), t.data().end(), fused.begin() + static_cast<std::ptrdiff_t>(at));

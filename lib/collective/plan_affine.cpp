@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -22,6 +23,7 @@
 #include "collective/gather_allreduce.hpp"
 #include "collective/plan.hpp"
 #include "collective/ring_allreduce.hpp"
+#include "collective/staging.hpp"
 
 namespace zring::collective {
 namespace {
@@ -107,8 +109,19 @@ class AffinePlan final : public MethodPlan {
   Bytes data() override { return gather_.mine(); }
   void data_arrived(std::size_t node, const Bytes& data) override { gather_.arrived(node, data); }
 
+  // One rank without feedback: the statistics are taken block by block as
+  // the staged values arrive (staged_stats), so the pass over the values
+  // overlaps the client's copy instead of following it.
+  bool streams_input() const override {
+    return !gather_.on() && in_.input.ranks.size() == 1 && !in_.feedback();
+  }
+
   void prepare(NodeSummary& summary) override {
     summary.stats.assign(blocks_.size() * spb_, 0.0f);
+    if (streams_input() && in_.input.staging) {
+      staged_stats(*in_.input.staging, summary.stats.data());
+      return;
+    }
     std::vector<float> one(spb_);
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
       float* acc = summary.stats.data() + b * spb_;
@@ -164,6 +177,37 @@ class AffinePlan final : public MethodPlan {
     }
     codes.result(0, n, sums.data());
     if (in_.input.staging) in_.input.staging->publish_prefix(n);
+  }
+
+  // Rank 0's statistics, each block's once its values are in place: blocks
+  // in the order the client stages them (its node's ring segments, this
+  // node's own first: StagingOrder), a block that spans two segments once
+  // both parts are there. The statistics are the same whatever the order.
+  void staged_stats(LocalStaging& staging, float* stats) const {
+    const std::size_t n = in_.elements(), nodes = in_.link.nodes();
+    const StagingOrder order(n, nodes, in_.link.node());
+    // The position in staging order by which block b is in place, and b.
+    std::vector<std::pair<std::size_t, std::size_t>> ready(blocks_.size());
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+      const std::size_t last = blocks_[b].begin + blocks_[b].size;  // one past
+      std::size_t by = 0;
+      for (std::size_t s = 0; s < nodes; ++s) {
+        const std::size_t lo = std::max(order.begin(s), blocks_[b].begin);
+        const std::size_t hi = std::min(order.end(s), last);
+        if (lo < hi) by = std::max(by, order.position(s, hi - order.begin(s)));
+      }
+      ready[b] = {by, b};
+    }
+    std::sort(ready.begin(), ready.end());
+    for (const auto& [by, b] : ready) {
+      const std::size_t last = blocks_[b].begin + blocks_[b].size;
+      for (std::size_t s = 0; s < nodes; ++s) {
+        const std::size_t lo = std::max(order.begin(s), blocks_[b].begin);
+        const std::size_t hi = std::min(order.end(s), last);
+        if (lo < hi) staging.wait_staged(s, hi - order.begin(s));
+      }
+      codec_.block_stats(in_.x[0] + blocks_[b].begin, blocks_[b].size, stats + b * spb_);
+    }
   }
 
   // Statistics combined over every node, in node order, then one grid per block.

@@ -45,17 +45,17 @@ class FedStaging final : public LocalStaging {
     }
   }
 
+  // Lazy: nothing is fed; a wait copies in just what it waits for, so a
+  // value read without a wait before it is still the buffer's old one.
+  void set_lazy() { lazy_ = true; }
+
   void wait_staged(std::size_t segment, std::size_t upto) override {
-    const std::size_t position = order_.position(segment, upto);
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return staged_ >= position; });
-    if (position > max_needed_) max_needed_ = position;
+    wait_for(order_.position(segment, upto));
   }
-  void wait_all() override {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return staged_ >= order_.elements(); });
-    max_needed_ = order_.elements();
-  }
+  void wait_all() override { wait_for(order_.elements()); }
+
+  // Where the first wait waited for (every value: a plan that does not stream).
+  std::size_t first_needed() const { return first_needed_; }
   void publish(std::size_t segment, std::size_t upto) override {
     std::lock_guard lock(mutex_);  // (ring threads: no Boost.Test assertions here)
     if (segment >= published_.size() || upto <= published_[segment]) {
@@ -78,6 +78,30 @@ class FedStaging final : public LocalStaging {
   const StagingOrder& order() const { return order_; }
 
  private:
+  void wait_for(std::size_t position) {
+    std::unique_lock lock(mutex_);
+    if (lazy_) stage_upto(position);
+    changed_.wait(lock, [&] { return staged_ >= position; });
+    if (!waited_) first_needed_ = position;
+    waited_ = true;
+    if (position > max_needed_) max_needed_ = position;
+  }
+
+  // Copies in, in staging order, up to `position` (the mutex held).
+  void stage_upto(std::size_t position) {
+    for (std::size_t k = 0; k < order_.segments() && staged_ < position; ++k) {
+      const std::size_t s = order_.segment_at(k);
+      const std::size_t before = order_.position(s, 0);
+      const std::size_t length = order_.end(s) - order_.begin(s);
+      if (staged_ >= before + length) continue;
+      const std::size_t from = staged_ - before;
+      const std::size_t to = std::min(length, position - before);
+      std::memcpy(buffer_ + order_.begin(s) + from, source_.data() + order_.begin(s) + from,
+                  (to - from) * sizeof(float));
+      staged_ = before + to;
+    }
+  }
+
   const std::vector<float>& source_;
   float* buffer_;
   StagingOrder order_;
@@ -92,6 +116,9 @@ class FedStaging final : public LocalStaging {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::size_t staged_ = 0;
+  bool lazy_ = false;
+  bool waited_ = false;
+  std::size_t first_needed_ = 0;
 };
 
 std::vector<float> values_of(std::size_t n, std::size_t node) {
@@ -102,9 +129,11 @@ std::vector<float> values_of(std::size_t n, std::size_t node) {
 }
 
 // One op of `method` on every node; staged when `staged`. Returns the results.
+// With `lazy`, no feeder: each value comes in when the ring waits for it.
 std::vector<std::vector<float>> run(const std::string& method, std::size_t nodes,
                                     std::size_t elements, bool staged,
-                                    std::vector<std::unique_ptr<FedStaging>>* stagings) {
+                                    std::vector<std::unique_ptr<FedStaging>>* stagings,
+                                    bool lazy = false) {
   InprocRing ring(nodes);
   std::vector<std::vector<float>> sources, buffers(nodes, std::vector<float>(elements));
   for (std::size_t n = 0; n < nodes; ++n) sources.push_back(values_of(elements, n));
@@ -112,6 +141,8 @@ std::vector<std::vector<float>> run(const std::string& method, std::size_t nodes
   for (std::size_t n = 0; n < nodes && staged; ++n)
     stagings->push_back(std::make_unique<FedStaging>(sources[n], buffers[n].data(),
                                                      StagingOrder(elements, nodes, n)));
+  if (lazy)
+    for (auto& staging : *stagings) staging->set_lazy();
   std::vector<std::string> errors(nodes);
   std::vector<std::thread> threads;
   for (std::size_t n = 0; n < nodes; ++n) {
@@ -138,7 +169,7 @@ std::vector<std::vector<float>> run(const std::string& method, std::size_t nodes
     });
   }
   std::vector<std::thread> feeders;
-  for (std::size_t n = 0; n < nodes && staged; ++n)
+  for (std::size_t n = 0; n < nodes && staged && !lazy; ++n)
     feeders.emplace_back([&, n] { (*stagings)[n]->feed(3000); });
   for (auto& t : feeders) t.join();
   for (auto& t : threads) t.join();
@@ -198,6 +229,32 @@ BOOST_AUTO_TEST_CASE(staged_ops_give_the_bits_of_whole_inputs_and_publish_only_f
             BOOST_TEST(std::memcmp(s.snapshots_[seg].data(), whole[0].data() + s.order().begin(seg),
                                    s.snapshots_[seg].size() * sizeof(float)) == 0);
         }
+      }
+    }
+}
+
+// Every value is read only after a wait for it: fed only on demand, the
+// staged op still gives the bits of whole inputs. The plans of none and of
+// the affine codes (quant, sign) read their input range by range as it
+// comes, statistics included: their first wait is for less than all of it.
+BOOST_AUTO_TEST_CASE(staged_values_are_read_only_once_waited_for_and_affine_stats_stream) {
+  for (const std::string method : {"none", "quant:8", "quant:4", "sign", "topk:1%", "fp16"})
+    for (std::size_t nodes : {1, 2, 3, 4}) {
+      const std::size_t elements = 300007;
+      const auto whole = run(method, nodes, elements, false, nullptr);
+      std::vector<std::unique_ptr<FedStaging>> stagings;
+      const auto staged = run(method, nodes, elements, true, &stagings, true);
+      // (One node's none returns its input once all of it is there.)
+      const bool streams =
+          (method == "none" && nodes > 1) || method.rfind("quant", 0) == 0 || method == "sign";
+      for (std::size_t n = 0; n < nodes; ++n) {
+        BOOST_TEST_INFO(method << ", node " << n << " of " << nodes);
+        BOOST_TEST(std::memcmp(staged[n].data(), whole[0].data(), elements * sizeof(float)) == 0);
+        BOOST_TEST(stagings[n]->max_needed_ == elements);
+        if (streams)
+          BOOST_TEST(stagings[n]->first_needed() < elements / nodes);
+        else
+          BOOST_TEST(stagings[n]->first_needed() == elements);
       }
     }
 }
