@@ -14,8 +14,17 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 
+# Each stage's time, for CI's log (the whole run should stay under 30 min).
+stage_started=$SECONDS
+stage_done() {
+  echo "test.sh: $1 took $((SECONDS - stage_started)) s (total $SECONDS s)"
+  stage_started=$SECONDS
+}
+
 BUILD_DIR=${BUILD_DIR:-$root/build} "$root/scripts/build.sh" -DZRING_WERROR=ON
+stage_done "the build"
 ctest --test-dir "${BUILD_DIR:-$root/build}" --output-on-failure -j 2
+stage_done "the tests"
 
 if [ "${ZRING_SKIP_SANITIZERS:-0}" != 1 ]; then
   # -O1 -g1: half the compile time of -O2 -g, and still the file:line of
@@ -23,10 +32,12 @@ if [ "${ZRING_SKIP_SANITIZERS:-0}" != 1 ]; then
   BUILD_DIR=$root/build-asan "$root/scripts/build.sh" -DZRING_WERROR=ON \
     -DZRING_SANITIZE=address,undefined -DZRING_BUILD_BENCH=OFF -DZRING_BUILD_PYTHON=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
+  stage_done "the ASan + UBSan build"
   # The sanitized daemons run several times slower: the tests' wall-clock
   # bounds stretch twice (tests/support/time_scale.hpp).
   ZRING_TEST_TIME_SCALE=2 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$root/build-asan" --output-on-failure -j 2 -E '^(test_netns|format_check|layers_check.*)$'
+  stage_done "the ASan + UBSan tests"
 
   # TSan: only what has threads of its own: the in-process ring, and zringd
   # (its ring, IPC and ZeroMQ threads) through test_faults, which also runs
@@ -36,9 +47,11 @@ if [ "${ZRING_SKIP_SANITIZERS:-0}" != 1 ]; then
   cmake --build "$root/build-tsan" -j "$(nproc)" --target test_collective test_faults zringd ring_client
   ZRING_TEST_TIME_SCALE=2 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp \
     ctest --test-dir "$root/build-tsan" --output-on-failure -j 2 -R '^(test_collective|test_faults)$'
+  stage_done "the TSan build and tests"
 fi
 
 if [ "${ZRING_SKIP_FUZZ:-0}" != 1 ]; then
   "$root/scripts/fuzz.sh"
+  stage_done "the fuzzers"
 fi
 echo "test.sh: all tests passed"

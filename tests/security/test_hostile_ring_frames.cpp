@@ -9,10 +9,12 @@
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 #include <zmq.hpp>
 #include <zring/error.hpp>
+#include <zring/zring.hpp>
 
 #include "security/security_util.hpp"
 
@@ -476,6 +478,75 @@ BOOST_AUTO_TEST_CASE(hostile_requests_on_the_ipc_socket_get_errors_and_disturb_n
                           << errors << " error answers, " << statuses << " status answers");
   ClientBatch after(ring, "none", 102, 2, kSizes);
   BOOST_TEST(after.finish() == "");
+}
+
+// A rank's own process that submits an op of no tensors with no values
+// frame at all (a client would send an empty frame): zringd takes it as
+// 0 bytes of values and runs the op with the other ranks, which reduce an
+// empty map. (zringd read the missing frame before 7871da2, and crashed.)
+BOOST_AUTO_TEST_CASE(an_empty_submit_without_its_values_frame_is_an_empty_op) {
+  TestRing ring(setup());
+  ring.start_all();
+  ring.wait_up();
+  const std::size_t target = 2;
+  zmq::context_t context(1);
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::rcvtimeo, 200);
+  dealer.connect(ring.ipc(target));
+  // The next answer to `request` that is not a keepalive, within a guard.
+  const auto answer = [&](std::uint64_t request) -> std::optional<wire::IpcMessage> {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < give_up) {
+      zmq::message_t reply;
+      if (!dealer.recv(reply)) continue;
+      // A result's values frame follows it (empty here): read and drop it.
+      for (bool more = reply.more(); more;) {
+        zmq::message_t rest;
+        more = dealer.recv(rest) && rest.more();
+      }
+      wire::IpcMessage m = wire::decode_ipc(reply.data<std::uint8_t>(), reply.size());
+      if (wire::request_of(m) == request && !std::holds_alternative<wire::Keepalive>(m)) return m;
+    }
+    return std::nullopt;
+  };
+  const Bytes hello = wire::encode_ipc(wire::Hello{1, 0, {}});
+  BOOST_TEST_REQUIRE(dealer.send(zmq::buffer(hello), zmq::send_flags::none).has_value());
+  const auto welcome = answer(1);
+  BOOST_TEST_REQUIRE((welcome && std::holds_alternative<wire::Welcome>(*welcome)));
+  // The other two ranks reduce an empty map meanwhile.
+  std::vector<std::string> others(2);
+  std::vector<std::thread> threads;
+  for (std::size_t n = 0; n < 2; ++n)
+    threads.emplace_back([&, n] {
+      try {
+        auto ar = CompressedAllReduce::connect(ring.ipc(n), CompressionMethod::none());
+        if (!ar.all_reduce(TensorMap{}).empty()) others[n] = "a result for no tensors";
+      } catch (const std::exception& e) {
+        others[n] = e.what();
+      }
+    });
+  wire::Submit submit{2, 0, {}, wire::ValuesIn::frame, {}};
+  submit.manifest.method = "none";
+  const Bytes header = wire::encode_ipc(submit);
+  BOOST_TEST_REQUIRE(dealer.send(zmq::buffer(header), zmq::send_flags::none).has_value());
+  const auto result = answer(2);
+  for (auto& t : threads) t.join();
+  BOOST_TEST_REQUIRE(result.has_value(), "no answer to the submit");
+  const auto* r = std::get_if<wire::Result>(&*result);
+  BOOST_TEST_REQUIRE(r != nullptr, "answered with IPC kind "
+                                       << static_cast<int>(wire::kind_of(*result)) << ", "
+                                       << (std::holds_alternative<wire::ErrorReply>(*result)
+                                               ? std::get<wire::ErrorReply>(*result).text
+                                               : std::string()));
+  BOOST_TEST(r->world_size == 3u);
+  BOOST_TEST(!r->in_shared_buffer);
+  for (std::size_t n = 0; n < 2; ++n) BOOST_TEST(others[n] == "", "rank " << n);
+  const Bytes status = wire::encode_ipc(wire::StatusQuery{3});
+  BOOST_TEST_REQUIRE(dealer.send(zmq::buffer(status), zmq::send_flags::none).has_value());
+  const auto report = answer(3);
+  BOOST_TEST((report && std::holds_alternative<wire::StatusReport>(*report)));
+  for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
 }
 
 // A local process that sends requests and reads nothing for a while (it was
