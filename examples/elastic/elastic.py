@@ -26,9 +26,12 @@ averages the three others. A worker whose ops keep failing for a minute
 gives up (exit 1).
 
 The digits MLP computes a step in about a millisecond; each step also waits
---step-ms (25 ms), standing in for the compute of a model worth a ring, so
-that the restarted worker (torch takes seconds to import) finds the others
-still training.
+--step-ms (25 ms), standing in for the compute of a model worth a ring.
+So that the returning node always finds the others still training, however
+long its worker takes to import torch on a busy machine, the others wait at
+the --back-at step until its zringd has been started again (the launcher
+says so with the file "go" in the results; before that, "hold" names the
+step to wait at).
 """
 
 import argparse
@@ -97,6 +100,18 @@ class Worker:
     def lr_for(self, step):
         return digits.LR / 10 if step >= int(digits.DECAY_FROM * self.args.steps) else digits.LR
 
+    def hold_at(self, step):
+        """Waits at the launcher's hold step until it says go (the disturbed run)."""
+        hold = os.path.join(self.args.results, "hold")
+        go = os.path.join(self.args.results, "go")
+        if os.path.exists(go) or not os.path.exists(hold):
+            return
+        with open(hold) as f:
+            if step < int(f.read()):
+                return
+        while not os.path.exists(go):
+            time.sleep(0.01)
+
     def take_state(self, step):
         """Every worker takes rank 0's model, optimizer and step; returns the step."""
         self.zring_torch.broadcast_state(self.ar, self.model, self.optimizer, root=0)
@@ -119,6 +134,7 @@ class Worker:
                 raise SystemExit(f"worker {self.node}: every op failed for 60 s; giving up")
             with open(os.path.join(self.args.results, f"progress{self.node}"), "w") as f:
                 f.write(str(step))
+            self.hold_at(step)
             idx = self.batch(step)
             for p in params:
                 p.grad.zero_()
@@ -233,6 +249,10 @@ def one_run(args, data, results, disturb):
                 workers[VICTIM].wait()
                 killed = True
                 note(f"step {step}: killed {ring.name(VICTIM)} (its zringd and its worker)")
+                # The others wait at --back-at until the node is back (Worker.hold_at).
+                with open(os.path.join(results, "hold.tmp"), "w") as f:
+                    f.write(str(int(args.back_at * args.steps)))
+                os.replace(os.path.join(results, "hold.tmp"), os.path.join(results, "hold"))
                 # Its next worker starts now (torch takes seconds to import) and
                 # waits for its zringd, started at --back-at: the ring takes the
                 # node in, and the worker's first op comes at once, not after
@@ -242,6 +262,7 @@ def one_run(args, data, results, disturb):
             if disturb and killed and not back and step >= args.back_at * args.steps:
                 wait_ready(results, VICTIM, workers[VICTIM])
                 ring.start_node(VICTIM)
+                open(os.path.join(results, "go"), "w").close()
                 back = True
                 note(f"step {step}: started {ring.name(VICTIM)}'s zringd again (a new worker waits for it)")
             time.sleep(0.05)
