@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -182,31 +181,36 @@ class AffinePlan final : public MethodPlan {
   // Rank 0's statistics, each block's once its values are in place: blocks
   // in the order the client stages them (its node's ring segments, this
   // node's own first: StagingOrder), a block that spans two segments once
-  // both parts are there. The statistics are the same whatever the order.
+  // both parts are there (staging only moves forward, so the part staged
+  // last is the one to wait for). The statistics are the same whatever the
+  // order.
   void staged_stats(LocalStaging& staging, float* stats) const {
-    const std::size_t n = in_.elements(), nodes = in_.link.nodes();
-    const StagingOrder order(n, nodes, in_.link.node());
-    // The position in staging order by which block b is in place, and b.
-    std::vector<std::pair<std::size_t, std::size_t>> ready(blocks_.size());
+    const std::size_t nodes = in_.link.nodes();
+    const StagingOrder order(in_.elements(), nodes, in_.link.node());
+    struct Ready {
+      std::size_t position = 0;  // in staging order, by which the block is in place
+      std::size_t segment = 0, upto = 0;
+      std::size_t block = 0;
+    };
+    std::vector<Ready> ready(blocks_.size());
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
+      ready[b].block = b;
       const std::size_t last = blocks_[b].begin + blocks_[b].size;  // one past
-      std::size_t by = 0;
       for (std::size_t s = 0; s < nodes; ++s) {
         const std::size_t lo = std::max(order.begin(s), blocks_[b].begin);
         const std::size_t hi = std::min(order.end(s), last);
-        if (lo < hi) by = std::max(by, order.position(s, hi - order.begin(s)));
+        const std::size_t upto = hi - order.begin(s);
+        if (lo < hi && order.position(s, upto) >= ready[b].position)
+          ready[b] = {order.position(s, upto), s, upto, b};
       }
-      ready[b] = {by, b};
     }
-    std::sort(ready.begin(), ready.end());
-    for (const auto& [by, b] : ready) {
-      const std::size_t last = blocks_[b].begin + blocks_[b].size;
-      for (std::size_t s = 0; s < nodes; ++s) {
-        const std::size_t lo = std::max(order.begin(s), blocks_[b].begin);
-        const std::size_t hi = std::min(order.end(s), last);
-        if (lo < hi) staging.wait_staged(s, hi - order.begin(s));
-      }
-      codec_.block_stats(in_.x[0] + blocks_[b].begin, blocks_[b].size, stats + b * spb_);
+    std::sort(ready.begin(), ready.end(), [](const Ready& a, const Ready& b) {
+      return a.position != b.position ? a.position < b.position : a.block < b.block;
+    });
+    for (const Ready& r : ready) {
+      staging.wait_staged(r.segment, r.upto);
+      codec_.block_stats(in_.x[0] + blocks_[r.block].begin, blocks_[r.block].size,
+                         stats + r.block * spb_);
     }
   }
 
