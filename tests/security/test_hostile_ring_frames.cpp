@@ -176,6 +176,17 @@ Counts counts(const TestRing& ring, std::size_t n) {
   return {ring.counter(n, "dropped"), ring.counter(n, "malformed")};
 }
 
+// A DEALER of a local process on node n's IPC socket, as a client's would
+// be, but speaking raw IPC messages; recv waits at most rcvtimeo_ms.
+zmq::socket_t raw_ipc_dealer(zmq::context_t& context, TestRing& ring, std::size_t n,
+                             int rcvtimeo_ms) {
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::rcvtimeo, rcvtimeo_ms);
+  dealer.connect(ring.ipc(n));
+  return dealer;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(hostile_frames_are_dropped_and_counted_while_all_reduces_stay_right) {
@@ -413,10 +424,7 @@ BOOST_AUTO_TEST_CASE(hostile_requests_on_the_ipc_socket_get_errors_and_disturb_n
   ring.wait_up();
   const std::size_t target = 2;
   zmq::context_t context(1);
-  zmq::socket_t dealer(context, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.set(zmq::sockopt::rcvtimeo, 100);
-  dealer.connect(ring.ipc(target));
+  zmq::socket_t dealer = raw_ipc_dealer(context, ring, target, 100);
   std::vector<std::vector<Bytes>> answered;  // requests the daemon must answer with an error
   answered.push_back({wire::encode_ipc(wire::Hello{1, 7, {}})});  // rank out of range
   answered.push_back({wire::encode_ipc(wire::StatusQuery{2})});   // a status is fine
@@ -490,10 +498,7 @@ BOOST_AUTO_TEST_CASE(an_empty_submit_without_its_values_frame_is_an_empty_op) {
   ring.wait_up();
   const std::size_t target = 2;
   zmq::context_t context(1);
-  zmq::socket_t dealer(context, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.set(zmq::sockopt::rcvtimeo, 200);
-  dealer.connect(ring.ipc(target));
+  zmq::socket_t dealer = raw_ipc_dealer(context, ring, target, 200);
   // The next answer to `request` that is not a keepalive, within a guard.
   const auto answer = [&](std::uint64_t request) -> std::optional<wire::IpcMessage> {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
