@@ -28,17 +28,14 @@ class FedStaging final : public LocalStaging {
         published_(order.segments(), 0),
         snapshots_(order.segments()) {}
 
+  // Copies the values in, `piece` at a time in staging order, telling the
+  // ring after each piece.
   void feed(std::size_t piece) {
-    std::size_t position = 0;
-    for (std::size_t k = 0; k < order_.segments(); ++k) {
-      const std::size_t s = order_.segment_at(k);
-      for (std::size_t at = order_.begin(s); at < order_.end(s);) {
-        const std::size_t n = std::min(piece, order_.end(s) - at);
-        std::memcpy(buffer_ + at, source_.data() + at, n * sizeof(float));
-        at += n;
-        position += n;
+    for (;;) {
+      {
         std::lock_guard lock(mutex_);
-        staged_ = position;
+        if (staged_ >= order_.elements()) return;
+        stage_upto(std::min(order_.elements(), staged_ + piece));
         changed_.notify_all();
       }
       std::this_thread::yield();
@@ -87,7 +84,8 @@ class FedStaging final : public LocalStaging {
     if (position > max_needed_) max_needed_ = position;
   }
 
-  // Copies in, in staging order, up to `position` (the mutex held).
+  // Copies in, in staging order, up to `position` (the mutex held; the ring
+  // reads only what is below staged_, so nothing it reads is written here).
   void stage_upto(std::size_t position) {
     for (std::size_t k = 0; k < order_.segments() && staged_ < position; ++k) {
       const std::size_t s = order_.segment_at(k);
