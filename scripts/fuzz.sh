@@ -6,7 +6,8 @@
 # in git (and a later local run starts from it).
 # Exits non-zero on any crash, leak, sanitizer report, timeout or
 # out-of-memory, naming the input that reproduces it (docs/fuzzing.md).
-# FUZZ_TARGETS="fuzz_wire ..." runs only those; FUZZ_BUILD_DIR moves the
+# The targets run side by side, FUZZ_JOBS at a time (default: the number
+# of cores). FUZZ_TARGETS="fuzz_wire ..." runs only those; FUZZ_BUILD_DIR moves the
 # build; arguments go to every fuzzer (for example -jobs=2 -workers=2).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,16 +32,18 @@ max_len() {
   esac
 }
 
-failed=()
-for target in "${targets[@]}"; do
-  corpus=$build/fuzz/corpus/$target
-  artifacts=$build/fuzz/artifacts/$target
-  log=$build/fuzz/$target.log
+# One target: its run, and the verdict on it. Exits non-zero when it failed.
+fuzz_one() {
+  local target=$1
+  shift
+  local corpus=$build/fuzz/corpus/$target
+  local artifacts=$build/fuzz/artifacts/$target
+  local log=$build/fuzz/$target.log
   mkdir -p "$corpus" "$artifacts"
   cp "$root/tests/fuzz/corpus/$target/"* "$corpus/"
-  options=(-max_total_time="$seconds" -max_len="$(max_len "$target")" -rss_limit_mb=2048
-           -timeout=30 -artifact_prefix="$artifacts/" -print_final_stats=1)
-  dict=$root/tests/fuzz/$target.dict
+  local options=(-max_total_time="$seconds" -max_len="$(max_len "$target")" -rss_limit_mb=2048
+                 -timeout=30 -artifact_prefix="$artifacts/" -print_final_stats=1)
+  local dict=$root/tests/fuzz/$target.dict
   [ -f "$dict" ] && options+=(-dict="$dict")
   echo "fuzz.sh: $target for ${seconds} s on $corpus"
   # The outer timeout is a backstop: after an out-of-memory report libFuzzer
@@ -50,21 +53,44 @@ for target in "${targets[@]}"; do
       timeout -k 10 $((seconds + 180)) \
       "$build/tests/fuzz/$target" "${options[@]}" "$@" "$corpus" >"$log" 2>&1; then
     # "#123456 DONE cov: 1234 ft: 5678 corp: ..." and the final stats.
+    local done_line rate
     done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1 || true)
     rate=$(grep -o 'stat::average_exec_per_sec:[[:space:]]*[0-9]*' "$log" | grep -o '[0-9]*$' || true)
     echo "fuzz.sh: $target passed: ${done_line:-no summary line} (${rate:-?} exec/s)"
-  else
-    failed+=("$target")
-    echo "fuzz.sh: $target FAILED; the end of $log:" >&2
-    tail -n 60 "$log" >&2
+    return 0
+  fi
+  {
+    echo "fuzz.sh: $target FAILED; the end of $log:"
+    tail -n 60 "$log"
+    local reproducer
     reproducer=$(grep -o "Test unit written to [^ ]*" "$log" | tail -n 1 | sed 's/Test unit written to //' || true)
     if [ -n "$reproducer" ]; then
-      echo "fuzz.sh: reproduce with: $build/tests/fuzz/$target $reproducer" >&2
+      echo "fuzz.sh: reproduce with: $build/tests/fuzz/$target $reproducer"
     else
-      echo "fuzz.sh: no reproducer was saved (stopped after $((seconds + 180)) s?); see docs/fuzzing.md" >&2
+      echo "fuzz.sh: no reproducer was saved (stopped after $((seconds + 180)) s?); see docs/fuzzing.md"
     fi
-  fi
+  } >&2
+  return 1
+}
+
+# The targets run side by side, FUZZ_JOBS at a time (default: one per core):
+# on CI's two cores, three targets of 60 s take 120 s, not 180.
+jobs=${FUZZ_JOBS:-$(nproc)}
+failed=()
+pids=()
+names=()
+reap() {  # waits for the oldest running target
+  if ! wait "${pids[0]}"; then failed+=("${names[0]}"); fi
+  pids=("${pids[@]:1}")
+  names=("${names[@]:1}")
+}
+for target in "${targets[@]}"; do
+  while [ ${#pids[@]} -ge "$jobs" ]; do reap; done
+  fuzz_one "$target" "$@" &
+  pids+=("$!")
+  names+=("$target")
 done
+while [ ${#pids[@]} -gt 0 ]; do reap; done
 
 echo "fuzz.sh: done in $((SECONDS - started)) s"
 if [ ${#failed[@]} -ne 0 ]; then

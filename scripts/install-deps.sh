@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libyaml-cpp-dev
   libboost-dev libboost-test-dev libboost-program-options-dev
   libbenchmark-dev libsystemd-dev
