@@ -63,6 +63,9 @@ def parse_args(argv):
     p.add_argument("--chunk-bytes", type=int, help="zringd chunk_bytes (default: zringd's)")
     p.add_argument("--gather-bytes", type=int,
                    help="zringd gather_bytes (default: zringd's; 0: every op round the ring)")
+    p.add_argument("--direct-bytes", type=int,
+                   help="zringd direct_bytes (default: zringd's; 0: medium ops round the ring "
+                        "instead of in two hops)")
     p.add_argument("--trace", action="store_true",
                    help="after each zring method, write the daemons' timeline (zringctl trace) "
                         "to its raw directory and report the median of every phase per size")
@@ -197,7 +200,8 @@ class Bench:
                 self.measure(series, "mpi", "none", lambda: runners.run_mpi(series))
             if "zring" in a.impls:
                 largest = max(a.sizes)
-                with runners.ZringRing(series, largest, a.chunk_bytes, a.gather_bytes) as ring:
+                with runners.ZringRing(series, largest, a.chunk_bytes, a.gather_bytes,
+                                       a.direct_bytes) as ring:
                     for m in a.methods:
                         for api in a.zring_apis:
                             for layout in (("flat", "resnet50") if a.fusion else ("flat",)):

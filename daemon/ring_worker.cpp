@@ -279,6 +279,7 @@ void RingWorker::execute(OpJob& job) {
   context.op_number = done.op;
   context.ring.chunk_bytes = config_.chunk_bytes;
   context.ring.gather_bytes = config_.gather_bytes;
+  context.ring.direct_bytes = config_.direct_bytes;
   context.ring.timeout = config_.timeout;
   // A failed op must not eat what it did not send: run_allreduce changes
   // the residuals only when the op succeeds.

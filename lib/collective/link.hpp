@@ -4,8 +4,11 @@
 // successor and receives messages from its ring predecessor through a
 // RingLink, except for the exchange of summaries (and the data behind
 // them) that begins every op, where each node sends straight to every
-// other and receives from all of them; the ZeroMQ transport (lib/transport) and the in-process
-// transport (inproc_link.hpp, for unit tests) both implement it. Messages are
+// other and receives from all of them, and the direct schedule of medium
+// ops (ring_allreduce.hpp), where a node and the owner of a segment send
+// each other its values and sums straight; the ZeroMQ transport
+// (lib/transport) and the in-process transport (inproc_link.hpp, for unit
+// tests) both implement it. Messages are
 // told apart by their header (phase, segment/origin, chunk, hop), never by
 // arrival order alone, so a stray or duplicated message is recognised and
 // dropped rather than summed.
@@ -72,8 +75,10 @@ class RingLink {
   // Queues a message for node `to` (not this one) of the op's ring, in the
   // order of the other messages this node sends it; never blocks. Only for
   // Phase::manifest and Phase::blobs messages of hop 0 whose segment is
-  // this node (their origin): a receiver takes no other message from a node
-  // that is not its predecessor (ring_allgather.hpp).
+  // this node (their origin, ring_allgather.hpp), and for the direct
+  // schedule's Phase::to_owner (this node's values, to the segment's owner)
+  // and Phase::from_owner (the owner's sums): a receiver takes no other
+  // message from a node that is not its predecessor.
   virtual void send_to(std::size_t to, const ChunkTag& tag, Bytes payload) = 0;
   // The next message of the current op from the predecessor (or, of the
   // phases send_to may send, from their origin). Its payload

@@ -56,6 +56,7 @@ constexpr Range kChunkBytes{64 * KiB, 64 * MiB, true};
 constexpr std::uint64_t kHeaderRoom = 64 * KiB;
 constexpr Range kMaxMessageBytes{kChunkBytes.min + kHeaderRoom, 4 * GiB, true};
 constexpr Range kGatherBytes{0, 64 * MiB, true};
+constexpr Range kDirectBytes{0, 1 * GiB, true};
 
 // A ring file is a few kilobytes; anything much larger is the wrong file.
 constexpr std::size_t kMaxFileBytes = 1 * MiB;
@@ -63,10 +64,20 @@ constexpr std::size_t kMaxFileBytes = 1 * MiB;
 // The membership protocol names nodes in a bitmap of at most this many (wire::kMaxRingNodes).
 constexpr std::size_t kMaxNodes = 4096;
 
-constexpr std::array<std::string_view, 13> kTopKeys{
-    "nodes",      "self",         "ipc",         "local_ranks",  "min_nodes",
-    "timeout_ms", "heartbeat_ms", "chunk_bytes", "gather_bytes", "max_message_bytes",
-    "log_level",  "metrics",      "curve"};
+constexpr std::array<std::string_view, 14> kTopKeys{"nodes",
+                                                    "self",
+                                                    "ipc",
+                                                    "local_ranks",
+                                                    "min_nodes",
+                                                    "timeout_ms",
+                                                    "heartbeat_ms",
+                                                    "chunk_bytes",
+                                                    "gather_bytes",
+                                                    "direct_bytes",
+                                                    "max_message_bytes",
+                                                    "log_level",
+                                                    "metrics",
+                                                    "curve"};
 constexpr std::array<std::string_view, 5> kNodeKeys{"name", "address", "ipc", "public_key",
                                                     "secret_key_file"};
 constexpr std::array<std::string_view, 1> kMetricsKeys{"listen"};
@@ -404,6 +415,8 @@ void read_sizes(const YAML::Node& root, const Where& top, RingConfig& config) {
   config.max_message_bytes = max_message;
   config.gather_bytes =
       read_integer(root, "gather_bytes", top, kGatherBytes).value_or(config.gather_bytes);
+  config.direct_bytes =
+      read_integer(root, "direct_bytes", top, kDirectBytes).value_or(config.direct_bytes);
 }
 
 void read_settings(const YAML::Node& root, const Where& top, RingConfig& config) {

@@ -372,10 +372,12 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
     return std::nullopt;
   }
   if (sent_straight(header) ? !from_its_origin(header)
+      : sent_direct(header) ? !direct_from_its_sender(header)
                             : header.sender != membership_.predecessor()) {
     drop("data from node #" + std::to_string(header.sender) +
              ", which is not this node's predecessor in the ring (nor a summary or the data "
-             "behind it from its own origin)",
+             "behind it from its own origin, nor values or sums of the direct schedule between "
+             "a node and the owner of their segment)",
          false);
     return std::nullopt;
   }
@@ -405,6 +407,28 @@ bool ZmqRing::sent_straight(const RingHeader& header) noexcept {
 
 bool ZmqRing::from_its_origin(const RingHeader& header) const noexcept {
   return position_of(header.sender) == std::optional<std::size_t>(header.tag.segment);
+}
+
+// The direct schedule's messages (collective/ring_allreduce.hpp) go
+// between a node and the owner of their segment, node segment - 1.
+bool ZmqRing::sent_direct(const RingHeader& header) noexcept {
+  return header.tag.phase == collective::Phase::to_owner ||
+         header.tag.phase == collective::Phase::from_owner;
+}
+
+// A node's values (to_owner) come from the node at their place in the
+// segment's order (hop: 1 for node segment, ..., N - 1) to the owner; the
+// sums (from_owner, hop 0) from the owner.
+bool ZmqRing::direct_from_its_sender(const RingHeader& header) const noexcept {
+  const collective::ChunkTag& tag = header.tag;
+  const std::size_t n = nodes();
+  if (tag.segment >= n) return false;
+  const std::size_t owner = (tag.segment + n - 1) % n;
+  const std::optional<std::size_t> sender = position_of(header.sender);
+  if (tag.phase == collective::Phase::from_owner)
+    return tag.hop == 0 && sender == std::optional<std::size_t>(owner);
+  return tag.hop >= 1 && tag.hop < n && node() == owner &&
+         sender == std::optional<std::size_t>((tag.segment + tag.hop - 1) % n);
 }
 
 // Before this node begins an op, the others can only be in its first phase,

@@ -161,6 +161,8 @@ class ZmqRing final : public collective::RingLink {
   // Data sent to every node by its origin itself, and whether its sender is that origin.
   static bool sent_straight(const wire::RingHeader& header) noexcept;
   bool from_its_origin(const wire::RingHeader& header) const noexcept;
+  static bool sent_direct(const wire::RingHeader& header) noexcept;
+  bool direct_from_its_sender(const wire::RingHeader& header) const noexcept;
 
   // Polls once: receives what is there, flushes what is queued, runs timers.
   // Returns a data message of the current op when one arrived.

@@ -26,16 +26,24 @@ enum class Phase : std::uint8_t {
   gather = 3,     // all-gather of reduced segments
   blobs = 4,      // all-gather of each node's compressed payloads (sparse methods)
   broadcast = 5,  // a broadcast: the root's values along the ring (segment: the root's node)
+  // The direct schedule of a medium op (collective/ring_allreduce.hpp): a
+  // node's own values of a chunk, straight to the chunk's owner (hop: the
+  // node's place in the segment's summation order, 1 .. N - 1), and the
+  // complete sum, straight from the owner to every other node (hop 0).
+  to_owner = 6,
+  from_owner = 7,
 };
 
 // Identifies one data message within an op. The transport adds and checks
 // version, ring generation, op sequence and sender.
 struct ChunkTag {
   Phase phase = Phase::manifest;
-  std::uint32_t segment = 0;  // reduce/gather: segment; manifest/blobs: origin node
-  std::uint32_t chunk = 0;    // chunk within the segment or blob
+  // reduce, gather, to_owner, from_owner: segment; manifest, blobs: origin node
+  std::uint32_t segment = 0;
+  std::uint32_t chunk = 0;  // chunk within the segment or blob
   // How many nodes the message has passed through; manifest/blobs: 0 when
-  // its origin sent it straight to every node.
+  // its origin sent it straight to every node; to_owner: the sender's place
+  // in the segment's summation order; from_owner: 0.
   std::uint32_t hop = 0;
 
   friend bool operator==(const ChunkTag& a, const ChunkTag& b) {

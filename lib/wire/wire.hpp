@@ -41,8 +41,9 @@ namespace zring::wire {
 // Bump on any incompatible change of any message layout (3: manifests say
 // what the op is, all-reduce or broadcast, and the ring has a broadcast phase;
 // 4: each kind of IPC message has its own fields, and the replies to status,
-// attach and trace requests their own kinds).
-inline constexpr std::uint32_t kWireVersion = 4;
+// attach and trace requests their own kinds; 5: the direct schedule's
+// phases, to_owner and from_owner).
+inline constexpr std::uint32_t kWireVersion = 5;
 
 // What a message is. Values are part of the wire format: never renumber.
 enum class MessageType : std::uint32_t {
@@ -149,7 +150,7 @@ inline constexpr std::size_t kMaxRingTextBytes = 4096;
 // Largest listed index a RingHeader's members can name, plus one.
 inline constexpr std::size_t kMaxRingNodes = 4096;
 
-// [version, 2 (ring), kind (1..6), generation, op, sender, phase (0..5; 1..5
+// [version, 2 (ring), kind (1..6), generation, op, sender, phase (0..7; 1..7
 //  for data), segment, chunk, hop, origin, error_code (one of kErrorCodes),
 //  text (str), members (bin: a bitmap, bit i of byte i / 8 for listed node
 //  i, at most kMaxRingNodes / 8 bytes, no trailing zero byte)]: 14 flat

@@ -64,7 +64,7 @@ def _msgpack_array(items):
 # which is dropped.
 _IGNORED_KINDS = (1, 4, 6)
 _MEMBERSHIP_KINDS = (2, 3, 5)
-_WIRE_VERSION = 4
+_WIRE_VERSION = 5
 
 
 def _fake_header(rng, ipc, nodes):
@@ -77,7 +77,7 @@ def _fake_header(rng, ipc, nodes):
                                rng.randrange(5), 0, rng.randrange(8), rng.randrange(4),
                                rng.randrange(4), 0, b"chaos", b""])
     if choice == 1:  # another protocol version
-        version = rng.choice([1, 2, 3] + list(range(5, 100)))
+        version = rng.choice([1, 2, 3, 4] + list(range(6, 100)))
         return _msgpack_array([version, rng.randrange(1, 5), rng.getrandbits(32)])
     if choice == 2:  # an unknown message type
         return _msgpack_array([_WIRE_VERSION, rng.randrange(6, 120), rng.getrandbits(16)])

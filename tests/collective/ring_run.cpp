@@ -38,7 +38,7 @@ void run_op(InprocRing& ring, std::size_t local, const CompressionMethod& method
             const std::vector<TensorMap>& inputs, std::uint64_t op,
             std::vector<std::vector<codec::ErrorFeedback>>& residuals, RingRun& run,
             std::size_t chunk_bytes, std::function<void(std::size_t, OpInput&)> tweak,
-            std::chrono::milliseconds timeout, std::size_t gather_bytes) {
+            std::chrono::milliseconds timeout, std::size_t gather_bytes, std::size_t direct_bytes) {
   const std::size_t nodes = ring.nodes();
   run.outputs.assign(nodes, {});
   run.errors.assign(nodes, "");
@@ -57,6 +57,7 @@ void run_op(InprocRing& ring, std::size_t local, const CompressionMethod& method
       ctx.ring.chunk_bytes = chunk_bytes;
       ctx.ring.timeout = timeout;
       ctx.ring.gather_bytes = gather_bytes;
+      ctx.ring.direct_bytes = direct_bytes;
       OpInput in;
       in.manifest = manifest_of(inputs[n * local], method);
       in.method = method;

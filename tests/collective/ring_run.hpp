@@ -26,15 +26,16 @@ std::vector<float> fuse(const TensorMap& grads);
 TensorMap unfuse(const std::vector<float>& fused, const TensorMap& like);
 
 // Runs one op on a ring of `nodes` x `local` ranks; `residuals` persist per
-// node. tweak may change a node's input; gather_bytes is the ring's
-// RingOptions::gather_bytes (0: every op round the ring).
+// node. tweak may change a node's input; gather_bytes and direct_bytes are
+// the ring's RingOptions (0, 0: every op round the ring).
 void run_op(InprocRing& ring, std::size_t local, const CompressionMethod& method,
             const std::vector<TensorMap>& inputs, std::uint64_t op,
             std::vector<std::vector<codec::ErrorFeedback>>& residuals, RingRun& run,
             std::size_t chunk_bytes = 4096,
             std::function<void(std::size_t, OpInput&)> tweak = nullptr,
             std::chrono::milliseconds timeout = std::chrono::seconds(20),
-            std::size_t gather_bytes = RingOptions{}.gather_bytes);
+            std::size_t gather_bytes = RingOptions{}.gather_bytes,
+            std::size_t direct_bytes = RingOptions{}.direct_bytes);
 
 std::vector<TensorMap> make_inputs(std::size_t world, std::uint64_t round,
                                    const std::vector<std::size_t>& sizes);

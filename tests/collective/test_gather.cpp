@@ -38,7 +38,7 @@ void three_ops_both_ways(const std::string& method_text, std::size_t nodes, std:
     run_op(gather_ring, local, method, inputs, op, gather_residuals, runs.gathered, 1 << 20,
            nullptr, std::chrono::seconds(20), kAlwaysGather);
     run_op(ring_ring, local, method, inputs, op, ring_residuals, runs.ringed, 1 << 20, nullptr,
-           std::chrono::seconds(20), kNeverGather);
+           std::chrono::seconds(20), kNeverGather, 0);
     check_same_bits(runs.gathered);
     check_same_bits(runs.ringed);
     BOOST_TEST_INFO(method_text << " on " << nodes << "x" << local << ", op " << op);

@@ -126,12 +126,16 @@ std::vector<float> values_of(std::size_t n, std::size_t node) {
   return v;
 }
 
+// The two schedules of a dense op (ring_allreduce.hpp): RingOptions::direct_bytes.
+const std::vector<std::size_t> kSchedules{0, RingOptions{}.direct_bytes};
+const char* schedule_name(std::size_t direct_bytes) { return direct_bytes ? "direct" : "ring"; }
+
 // One op of `method` on every node; staged when `staged`. Returns the results.
 // With `lazy`, no feeder: each value comes in when the ring waits for it.
 std::vector<std::vector<float>> run(const std::string& method, std::size_t nodes,
                                     std::size_t elements, bool staged,
-                                    std::vector<std::unique_ptr<FedStaging>>* stagings,
-                                    bool lazy = false) {
+                                    std::vector<std::unique_ptr<FedStaging>>* stagings, bool lazy,
+                                    std::size_t direct_bytes) {
   InprocRing ring(nodes);
   std::vector<std::vector<float>> sources, buffers(nodes, std::vector<float>(elements));
   for (std::size_t n = 0; n < nodes; ++n) sources.push_back(values_of(elements, n));
@@ -150,6 +154,7 @@ std::vector<std::vector<float>> run(const std::string& method, std::size_t nodes
       ctx.world_size = nodes;
       ctx.op_number = 1;
       ctx.ring.chunk_bytes = 4096;
+      ctx.ring.direct_bytes = direct_bytes;
       OpInput in;
       in.method = CompressionMethod::parse(method);
       in.manifest.method = in.method.to_string();
@@ -204,31 +209,34 @@ BOOST_AUTO_TEST_CASE(staging_order_counts_every_element_once_own_segment_first) 
 // and publish as their ring (fp16, quant) or their average (topk) goes.
 BOOST_AUTO_TEST_CASE(staged_ops_give_the_bits_of_whole_inputs_and_publish_only_final_values) {
   for (const std::string method : {"none", "fp16", "quant:8", "topk:1%", "randomk:1%"})
-    for (std::size_t nodes : {1, 2, 3, 4}) {
-      const std::size_t elements = 300007;  // past the sparse plan's publishing step
-      const auto whole = run(method, nodes, elements, false, nullptr);
-      std::vector<std::unique_ptr<FedStaging>> stagings;
-      const auto staged = run(method, nodes, elements, true, &stagings);
-      for (std::size_t n = 0; n < nodes; ++n) {
-        BOOST_TEST_INFO(method << ", node " << n << " of " << nodes);
-        BOOST_TEST(std::memcmp(staged[n].data(), whole[0].data(), elements * sizeof(float)) == 0);
-        const FedStaging& s = *stagings[n];
-        BOOST_TEST(!s.backwards_);
-        BOOST_TEST(s.max_needed_ == elements);
-        for (std::size_t seg = 0; seg < nodes; ++seg) {
-          const std::size_t length = s.order().end(seg) - s.order().begin(seg);
-          // Published all, or (one node's ring, randomk) nothing: the answer
-          // then says all is done.
-          const bool none_published = nodes == 1 || method.rfind("randomk", 0) == 0;
-          if (!none_published || s.published_[seg] != 0)
-            BOOST_TEST(s.published_[seg] == length, "segment " << seg);
-          // What was published was already final when it was published.
-          if (!s.snapshots_[seg].empty())
-            BOOST_TEST(std::memcmp(s.snapshots_[seg].data(), whole[0].data() + s.order().begin(seg),
-                                   s.snapshots_[seg].size() * sizeof(float)) == 0);
+    for (std::size_t nodes : {1, 2, 3, 4})
+      for (const std::size_t direct : kSchedules) {
+        const std::size_t elements = 300007;  // past the sparse plan's publishing step
+        const auto whole = run(method, nodes, elements, false, nullptr, false, direct);
+        std::vector<std::unique_ptr<FedStaging>> stagings;
+        const auto staged = run(method, nodes, elements, true, &stagings, false, direct);
+        for (std::size_t n = 0; n < nodes; ++n) {
+          BOOST_TEST_INFO(method << ", node " << n << " of " << nodes << ", "
+                                 << schedule_name(direct));
+          BOOST_TEST(std::memcmp(staged[n].data(), whole[0].data(), elements * sizeof(float)) == 0);
+          const FedStaging& s = *stagings[n];
+          BOOST_TEST(!s.backwards_);
+          BOOST_TEST(s.max_needed_ == elements);
+          for (std::size_t seg = 0; seg < nodes; ++seg) {
+            const std::size_t length = s.order().end(seg) - s.order().begin(seg);
+            // Published all, or (one node's ring, randomk) nothing: the answer
+            // then says all is done.
+            const bool none_published = nodes == 1 || method.rfind("randomk", 0) == 0;
+            if (!none_published || s.published_[seg] != 0)
+              BOOST_TEST(s.published_[seg] == length, "segment " << seg);
+            // What was published was already final when it was published.
+            if (!s.snapshots_[seg].empty())
+              BOOST_TEST(std::memcmp(s.snapshots_[seg].data(),
+                                     whole[0].data() + s.order().begin(seg),
+                                     s.snapshots_[seg].size() * sizeof(float)) == 0);
+          }
         }
       }
-    }
 }
 
 // Every value is read only after a wait for it: fed only on demand, the
@@ -237,24 +245,26 @@ BOOST_AUTO_TEST_CASE(staged_ops_give_the_bits_of_whole_inputs_and_publish_only_f
 // comes, statistics included: their first wait is for less than all of it.
 BOOST_AUTO_TEST_CASE(staged_values_are_read_only_once_waited_for_and_affine_stats_stream) {
   for (const std::string method : {"none", "quant:8", "quant:4", "sign", "topk:1%", "fp16"})
-    for (std::size_t nodes : {1, 2, 3, 4}) {
-      const std::size_t elements = 300007;
-      const auto whole = run(method, nodes, elements, false, nullptr);
-      std::vector<std::unique_ptr<FedStaging>> stagings;
-      const auto staged = run(method, nodes, elements, true, &stagings, true);
-      // (One node's none returns its input once all of it is there.)
-      const bool streams =
-          (method == "none" && nodes > 1) || method.rfind("quant", 0) == 0 || method == "sign";
-      for (std::size_t n = 0; n < nodes; ++n) {
-        BOOST_TEST_INFO(method << ", node " << n << " of " << nodes);
-        BOOST_TEST(std::memcmp(staged[n].data(), whole[0].data(), elements * sizeof(float)) == 0);
-        BOOST_TEST(stagings[n]->max_needed_ == elements);
-        if (streams)
-          BOOST_TEST(stagings[n]->first_needed() < elements / nodes);
-        else
-          BOOST_TEST(stagings[n]->first_needed() == elements);
+    for (std::size_t nodes : {1, 2, 3, 4})
+      for (const std::size_t direct : kSchedules) {
+        const std::size_t elements = 300007;
+        const auto whole = run(method, nodes, elements, false, nullptr, false, direct);
+        std::vector<std::unique_ptr<FedStaging>> stagings;
+        const auto staged = run(method, nodes, elements, true, &stagings, true, direct);
+        // (One node's none returns its input once all of it is there.)
+        const bool streams =
+            (method == "none" && nodes > 1) || method.rfind("quant", 0) == 0 || method == "sign";
+        for (std::size_t n = 0; n < nodes; ++n) {
+          BOOST_TEST_INFO(method << ", node " << n << " of " << nodes << ", "
+                                 << schedule_name(direct));
+          BOOST_TEST(std::memcmp(staged[n].data(), whole[0].data(), elements * sizeof(float)) == 0);
+          BOOST_TEST(stagings[n]->max_needed_ == elements);
+          if (streams)
+            BOOST_TEST(stagings[n]->first_needed() < elements / nodes);
+          else
+            BOOST_TEST(stagings[n]->first_needed() == elements);
+        }
       }
-    }
 }
 
 // The streamed copy of staged values: every bit, NaN payloads and -0.0

@@ -90,41 +90,49 @@ BOOST_AUTO_TEST_CASE(top_k_frames_beyond_the_window_go_round_the_ring_with_their
 }
 
 // Node 3's summary reaches node 1 only after node 0, which had every
-// summary, has begun the ring's first phase: node 1 must take node 0's
-// reduce message once its own exchange is over, not drop it.
+// summary, has begun the op's data phase: node 1 must take node 0's data
+// message once its own exchange is over, not drop it. On the ring that is
+// node 0's partial sum for its successor; in the direct schedule node 0's
+// values of segment 2, which node 1 owns.
 BOOST_AUTO_TEST_CASE(the_next_phase_from_the_predecessor_waits_for_the_last_summary) {
-  InprocRing ring(4);
-  std::optional<Message> held;  // node 3's summary, for node 1
-  bool released = false;
-  ring.set_filter([&](std::size_t from, const Message& m) -> std::vector<Message> {
-    if (from == 3 && m.tag.phase == Phase::manifest) {
-      // The same message goes to nodes 0, 1 and 2: deliver it to 0 and 2 now.
-      if (!held) {
-        held = Message{m.tag, Bytes::copy_of(m.payload.data(), m.payload.size())};
-        for (const std::size_t to : {0u, 2u})
-          ring.inject(to, Message{m.tag, Bytes::copy_of(m.payload.data(), m.payload.size())});
+  for (const bool direct : {false, true}) {
+    BOOST_TEST_INFO((direct ? "direct" : "ring"));
+    InprocRing ring(4);
+    std::optional<Message> held;  // node 3's summary, for node 1
+    bool released = false;
+    ring.set_filter([&](std::size_t from, const Message& m) -> std::vector<Message> {
+      if (from == 3 && m.tag.phase == Phase::manifest) {
+        // The same message goes to nodes 0, 1 and 2: deliver it to 0 and 2 now.
+        if (!held) {
+          held = Message{m.tag, Bytes::copy_of(m.payload.data(), m.payload.size())};
+          for (const std::size_t to : {0u, 2u})
+            ring.inject(to, Message{m.tag, Bytes::copy_of(m.payload.data(), m.payload.size())});
+        }
+        return {};
       }
-      return {};
-    }
-    if (from == 0 && m.tag.phase == Phase::reduce && !released) {
-      released = true;
-      BOOST_REQUIRE(held.has_value());
-      return {m, *held};  // to node 1, in this order
-    }
-    return {m};
-  });
-  std::vector<std::vector<codec::ErrorFeedback>> residuals(4, std::vector<codec::ErrorFeedback>(1));
-  const auto inputs = make_inputs(4, 0, {1000});
-  RingRun run;
-  run_op(ring, 1, CompressionMethod::none(), inputs, 0, residuals, run, 4096, nullptr,
-         std::chrono::seconds(20), 0);
-  BOOST_TEST(released);
-  check_same_bits(run);
-  std::vector<std::map<std::string, std::vector<float>>> no_residuals(4);
-  const testing::Comparison cmp =
-      testing::compare(unfuse(run.outputs[1], inputs[0]),
-                       testing::expected_average(CompressionMethod::none(), inputs, &no_residuals));
-  BOOST_TEST(cmp.ok(), cmp.bad << " bad; first: " << cmp.first_bad);
+      const bool for_node_1 = direct ? m.tag.phase == Phase::to_owner && m.tag.segment == 2
+                                     : m.tag.phase == Phase::reduce;
+      if (from == 0 && for_node_1 && !released) {
+        released = true;
+        BOOST_REQUIRE(held.has_value());
+        return {m, *held};  // to node 1, in this order
+      }
+      return {m};
+    });
+    std::vector<std::vector<codec::ErrorFeedback>> residuals(4,
+                                                             std::vector<codec::ErrorFeedback>(1));
+    const auto inputs = make_inputs(4, 0, {1000});
+    RingRun run;
+    run_op(ring, 1, CompressionMethod::none(), inputs, 0, residuals, run, 4096, nullptr,
+           std::chrono::seconds(20), 0, direct ? RingOptions{}.direct_bytes : 0);
+    BOOST_TEST(released);
+    check_same_bits(run);
+    std::vector<std::map<std::string, std::vector<float>>> no_residuals(4);
+    const testing::Comparison cmp = testing::compare(
+        unfuse(run.outputs[1], inputs[0]),
+        testing::expected_average(CompressionMethod::none(), inputs, &no_residuals));
+    BOOST_TEST(cmp.ok(), cmp.bad << " bad; first: " << cmp.first_bad);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

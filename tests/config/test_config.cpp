@@ -204,6 +204,7 @@ BOOST_AUTO_TEST_CASE(default_file_is_a_single_node_ring) {
   BOOST_TEST(config.world_size() == 1u);
   BOOST_TEST(config.ipc == "ipc:///run/zring/zringd.sock");
   BOOST_TEST(config.nodes[0].address == "tcp://127.0.0.1:7101");
+  BOOST_TEST(config.direct_bytes == 16u << 20);  // as the file says
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -223,6 +224,7 @@ BOOST_AUTO_TEST_CASE(minimal_ring_gets_the_defaults) {
   BOOST_TEST(config.heartbeat.count() == 500);
   BOOST_TEST(config.chunk_bytes == 1u << 20);
   BOOST_TEST(config.gather_bytes == 192u << 10);
+  BOOST_TEST(config.direct_bytes == 16u << 20);
   BOOST_TEST(config.max_message_bytes == 256u << 20);
   BOOST_TEST(config.log_level == "info");
   BOOST_TEST(config.world_size() == 2u);
@@ -258,7 +260,7 @@ BOOST_AUTO_TEST_CASE(every_setting_is_read) {
       parse_config(kRing +
                        "local_ranks: 8\ntimeout_ms: 20000\nheartbeat_ms: 250\n"
                        "chunk_bytes: 65536\nmax_message_bytes: 131072\nlog_level: debug\n"
-                       "gather_bytes: 0\n",
+                       "gather_bytes: 0\ndirect_bytes: 4096\n",
                    "ring.yaml");
   BOOST_TEST(config.local_ranks == 8u);
   BOOST_TEST(config.timeout.count() == 20000);
@@ -266,6 +268,7 @@ BOOST_AUTO_TEST_CASE(every_setting_is_read) {
   BOOST_TEST(config.chunk_bytes == 65536u);
   BOOST_TEST(config.max_message_bytes == 131072u);
   BOOST_TEST(config.gather_bytes == 0u);
+  BOOST_TEST(config.direct_bytes == 4096u);
   BOOST_TEST(config.log_level == "debug");
   BOOST_TEST(config.world_size() == 16u);
 }
@@ -294,7 +297,7 @@ BOOST_AUTO_TEST_CASE(bounds_are_inclusive) {
        {"local_ranks: 1024\n", "timeout_ms: 100\n", "timeout_ms: 3600000\n", "chunk_bytes: 65536\n",
         "chunk_bytes: 67108864\n", "heartbeat_ms: 10\n", "heartbeat_ms: 4999\n",
         "max_message_bytes: 1114112\n", "max_message_bytes: 4294967296\n", "gather_bytes: 0\n",
-        "gather_bytes: 67108864\n"}) {
+        "gather_bytes: 67108864\n", "direct_bytes: 0\n", "direct_bytes: 1073741824\n"}) {
     BOOST_CHECK_NO_THROW(parse_config(kRing + extra, "ring.yaml"));
   }
 }
@@ -628,6 +631,9 @@ BOOST_AUTO_TEST_CASE(out_of_range_and_malformed) {
       {"chunk_bytes: 65538", "ring.yaml: chunk_bytes: 65538 is not a multiple of 4"},
       {"gather_bytes: 67108865", "ring.yaml: gather_bytes: 67108865 is above 67108864 (64 MiB)"},
       {"gather_bytes: -1", "ring.yaml: gather_bytes: -1 is below 0"},
+      {"direct_bytes: 1073741825",
+       "ring.yaml: direct_bytes: 1073741825 is above 1073741824 (1 GiB)"},
+      {"direct_bytes: -1", "ring.yaml: direct_bytes: -1 is below 0"},
       {"min_nodes: 0", "ring.yaml: min_nodes: 0 is below 1"},
       {"min_nodes: 3", "ring.yaml: min_nodes: 3 is above 2"},
       {"max_message_bytes: 1000", "ring.yaml: max_message_bytes: 1000 is below 131072 (128 KiB)"},
@@ -670,7 +676,8 @@ BOOST_AUTO_TEST_CASE(unknown_key_names_it_and_lists_the_known_ones) {
   BOOST_TEST(
       contains(message,
                "(known keys: nodes, self, ipc, local_ranks, min_nodes, timeout_ms, heartbeat_ms, "
-               "chunk_bytes, gather_bytes, max_message_bytes, log_level, metrics, curve)"));
+               "chunk_bytes, gather_bytes, direct_bytes, max_message_bytes, log_level, metrics, "
+               "curve)"));
   BOOST_TEST(contains(error_of(kRing + "Local_ranks: 2\n"), "did you mean 'local_ranks'?"));
   const std::string unrelated = error_of(kRing + "frobnicate: 1\n");
   BOOST_TEST(starts_with(unrelated, "ring.yaml: frobnicate: unknown key (known keys: nodes,"));

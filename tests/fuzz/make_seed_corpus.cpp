@@ -186,6 +186,12 @@ void write_wire_seeds(const fs::path& dir) {
       h.text = "op 42 timed out at node 'c'";
     }
     write(dir, std::string("ring-") + ring_kinds[k - 1], wire::encode_ring_header(h));
+    if (h.kind == wire::RingKind::data) {  // the direct schedule's values and sums
+      h.tag = {wire::Phase::to_owner, 2, 1, 3};
+      write(dir, "ring-data-to-owner", wire::encode_ring_header(h));
+      h.tag = {wire::Phase::from_owner, 2, 1, 0};
+      write(dir, "ring-data-from-owner", wire::encode_ring_header(h));
+    }
   }
 
   wire::NodeSummary summary;

@@ -415,9 +415,12 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(send_to_reaches_every_node_and_put_back_comes_firs
   }
 }
 
-// ring_allreduce over the link: integers, so the float sums are exact in
-// any order and every node must hold exactly the reference sums.
-BOOST_AUTO_TEST_CASE_TEMPLATE(ring_allreduce_gives_exact_sums, L, Links) {
+// ring_allreduce over the link, round the ring and in the direct schedule
+// (RingOptions::direct_bytes): integers, so the float sums are exact in any
+// order and every node must hold exactly the reference sums.
+namespace {
+template <class L>
+void ring_allreduce_gives_exact_sums_with(std::size_t direct_bytes) {
   constexpr std::size_t kNodes = 3;
   constexpr std::size_t kElements = 100003;  // segments of unequal length, many chunks
   L links(kNodes);
@@ -432,13 +435,22 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(ring_allreduce_gives_exact_sums, L, Links) {
   zring::collective::RingOptions options;
   options.chunk_bytes = 16384;
   options.timeout = scaled(10s);
+  options.direct_bytes = direct_bytes;
   check_no_failure(run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>&) {
     zring::collective::RingStats stats;
     zring::collective::ring_allreduce(link, zring::collective::FloatLane{}, local[n].data(),
                                       result[n].data(), kElements, options, stats);
   }));
   for (std::size_t n = 0; n < kNodes; ++n)
-    BOOST_TEST((result[n] == reference), L::kName << ": node " << n << " has other sums");
+    BOOST_TEST((result[n] == reference), L::kName << ", direct_bytes " << direct_bytes << ": node "
+                                                  << n << " has other sums");
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(ring_allreduce_gives_exact_sums, L, Links) {
+  for (const std::size_t direct_bytes :
+       {std::size_t{0}, zring::collective::RingOptions{}.direct_bytes})
+    ring_allreduce_gives_exact_sums_with<L>(direct_bytes);
 }
 
 // A whole op (summaries, then the data) with method none: every node gets

@@ -280,7 +280,7 @@ void check_valid(const RingHeader& h) {
   const auto kind = static_cast<int>(h.kind);
   BOOST_TEST((kind >= 1 && kind <= 6));
   const auto phase = static_cast<int>(h.tag.phase);
-  BOOST_TEST((phase >= (h.kind == RingKind::data ? 1 : 0) && phase <= 5));
+  BOOST_TEST((phase >= (h.kind == RingKind::data ? 1 : 0) && phase <= 7));
   BOOST_TEST(is_error_code(h.error_code));
   BOOST_TEST(h.text.size() <= wire::kMaxRingTextBytes);
 }
