@@ -186,9 +186,13 @@ class RingAllreduce {
 
 // The direct schedule moves the same bytes in two hops instead of
 // 2 (N - 1), but a node takes messages from every other at once and holds
-// what arrives for a chunk until the chunk's last node's values are there:
-// only for ops of at most direct_bytes, and never for lanes that round at
-// every hop (the ring's order of roundings is the method's definition).
+// what arrives for a chunk until the chunk's last node's values are there.
+// On links that bandwidth limits its flows into one node share the link
+// less well than the ring's one: measured on 1 Gbit/s, `none` of 1 MiB took
+// 5-9% longer, `quant:8` of 256 KiB to 1 MiB 8-19% less (docs/benchmarks.md).
+// So only for ops whose sums take at most direct_bytes on the wire, and
+// never for lanes that round at every hop (the ring's order of roundings
+// is the method's definition).
 template <class Lane>
 void run(ChunkSums<Lane>& c) {
   if (c.nodes == 1) {
@@ -196,7 +200,8 @@ void run(ChunkSums<Lane>& c) {
     return;
   }
   if constexpr (!Lane::kRounds) {
-    if (c.nodes >= 3 && c.geometry.elements() <= c.options.direct_bytes / 4) {
+    if (c.nodes >= 3 &&
+        c.lanes[c.nodes].wire_bytes(c.geometry.elements()) <= c.options.direct_bytes) {
       detail::direct_allreduce(c);
       return;
     }

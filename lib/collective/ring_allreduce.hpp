@@ -18,10 +18,10 @@ struct RingOptions {
   // way (gather_allreduce.hpp); 0 sends every op round the ring. Like
   // chunk_bytes, the same on every node.
   std::size_t gather_bytes = std::size_t{192} << 10;
-  // Ops of at most this many bytes of float32 values, on 3 nodes or more,
-  // take the direct schedule (below) instead of the ring; 0: never. The
-  // same on every node.
-  std::size_t direct_bytes = std::size_t{16} << 20;
+  // Ops whose complete sums take at most this many bytes on the wire, on 3
+  // nodes or more, take the direct schedule (below) instead of the ring; 0:
+  // never. The same on every node.
+  std::size_t direct_bytes = std::size_t{512} << 10;
 };
 
 // For lanes whose accumulator is not what the caller holds (affine codes):
@@ -55,8 +55,8 @@ class BlockIo {
 // A message carrying the sum of c nodes' values uses lane.carrying(c), so a
 // lane may be narrower on the early hops.
 //
-// The direct schedule, for ops of at most options.direct_bytes on 3 nodes
-// or more (not for lanes that round, fp16/bf16): the same segments, chunks
+// The direct schedule, for ops whose sums take at most options.direct_bytes
+// on the wire, on 3 nodes or more (not for lanes that round, fp16/bf16): the same segments, chunks
 // and owners (node s - 1 owns segment s), but each node sends its values of
 // a chunk straight to the chunk's owner (Phase::to_owner), which sums them
 // in the ring's order - the same bits - once all are there, and sends the

@@ -3,6 +3,7 @@
 // same residuals); a direct op is two hops, the ring's bytes; what does not
 // belong to it is dropped, never summed; and a node whose values do not
 // come is named in the timeout of the nodes that wait for them.
+#include <atomic>
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cstring>
@@ -19,7 +20,7 @@ namespace bdata = boost::unit_test::data;
 
 namespace {
 
-constexpr std::size_t kDirect = RingOptions{}.direct_bytes;
+constexpr std::size_t kDirect = std::size_t{1} << 30;  // every op these tests run
 constexpr std::size_t kRing = 0;
 using Residuals = std::vector<std::vector<codec::ErrorFeedback>>;
 
@@ -69,7 +70,7 @@ BOOST_DATA_TEST_CASE(direct_ops_get_the_bits_of_the_ring,
 }
 
 // float32 payloads summed where they arrive, with chunks as large as the
-// op allows (1 MiB), and an op just under direct_bytes.
+// op allows (1 MiB).
 BOOST_AUTO_TEST_CASE(large_direct_ops_get_the_bits_of_the_ring) {
   three_ops_both_schedules("none", 4, 1, {300001}, 1 << 20);
   three_ops_both_schedules("quant:8", 3, 1, {300001}, 1 << 20);
@@ -175,6 +176,37 @@ BOOST_AUTO_TEST_CASE(an_owner_names_the_node_whose_values_do_not_come) {
                run.errors[n]);
   }
   BOOST_TEST(run.codes[2] == ErrorCode::timeout);
+}
+
+// With the default direct_bytes (512 KiB of sums on the wire), the same
+// 400000 values go direct as quant:8 codes (10 bits a sum on 4 nodes, some
+// 490 KiB) and round the ring as float32 sums (1.6 MB); and float32 ops
+// go direct up to 131072 values.
+BOOST_AUTO_TEST_CASE(the_default_takes_the_direct_schedule_by_the_bytes_of_the_sums) {
+  const std::size_t nodes = 4;
+  struct Case {
+    const char* method;
+    std::size_t elements;
+    bool direct;
+  };
+  for (const Case& c : {Case{"quant:8", 400000, true}, Case{"none", 400000, false},
+                        Case{"none", 131072, true}, Case{"none", 131073, false}}) {
+    BOOST_TEST_INFO(c.method << " of " << c.elements);
+    InprocRing ring(nodes);
+    std::atomic<std::size_t> to_owner{0}, reduce{0};
+    ring.set_filter([&](std::size_t, const Message& m) {
+      if (m.tag.phase == Phase::to_owner) ++to_owner;
+      if (m.tag.phase == Phase::reduce) ++reduce;
+      return std::vector<Message>{m};
+    });
+    Residuals residuals(nodes, std::vector<codec::ErrorFeedback>(1));
+    RingRun run;
+    run_op(ring, 1, CompressionMethod::parse(c.method), make_inputs(nodes, 0, {c.elements}), 0,
+           residuals, run, 1 << 16);
+    check_same_bits(run);
+    BOOST_TEST((to_owner.load() > 0) == c.direct);
+    BOOST_TEST((reduce.load() > 0) == !c.direct);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -82,6 +82,7 @@ BOOST_DATA_TEST_CASE(every_method_matches_the_reference,
 // residual's own buffer and (quant, sign) writes the next residual over it
 // as it goes: the same averages and residuals as the reference, op after
 // op, on the small and the large-op paths.
+BOOST_TEST_DECORATOR(*boost::unit_test::label("large"))
 BOOST_DATA_TEST_CASE(error_feedback_of_one_tensor_carries_the_residual_in_place,
                      bdata::make({"ef:topk:5%", "ef:sign", "ef:quant:4", "ef:fp16",
                                   "ef:randomk:10%"}) *
@@ -96,7 +97,7 @@ BOOST_DATA_TEST_CASE(error_feedback_of_one_tensor_carries_the_residual_in_place,
 // results written with streaming stores (dense ring, sparse average, affine
 // averages). Two tensors, one of them large, so the paths meet tensor
 // boundaries; the same bits everywhere and the reference average.
-BOOST_AUTO_TEST_CASE(large_ops_match_the_reference) {
+BOOST_AUTO_TEST_CASE(large_ops_match_the_reference, *boost::unit_test::label("large")) {
   const std::vector<std::size_t> sizes = {1100003, 4099};
   for (const char* text : {"none", "fp16", "quant:4", "ef:sign", "topk:1%", "ef:threshold:2.5"}) {
     const CompressionMethod method = CompressionMethod::parse(text);

@@ -54,7 +54,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(sparse)
+BOOST_AUTO_TEST_SUITE(sparse, *boost::unit_test::label("large"))
 
 // Small ops and ops of 2^20 values or more (the streamed average), with
 // payloads cut into many pieces on the way (4 KiB chunks) or few.

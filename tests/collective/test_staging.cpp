@@ -127,7 +127,7 @@ std::vector<float> values_of(std::size_t n, std::size_t node) {
 }
 
 // The two schedules of a dense op (ring_allreduce.hpp): RingOptions::direct_bytes.
-const std::vector<std::size_t> kSchedules{0, RingOptions{}.direct_bytes};
+const std::vector<std::size_t> kSchedules{0, std::size_t{1} << 30};
 const char* schedule_name(std::size_t direct_bytes) { return direct_bytes ? "direct" : "ring"; }
 
 // One op of `method` on every node; staged when `staged`. Returns the results.
@@ -207,7 +207,8 @@ BOOST_AUTO_TEST_CASE(staging_order_counts_every_element_once_own_segment_first) 
 
 // none streams its input range by range; the others wait for all of it,
 // and publish as their ring (fp16, quant) or their average (topk) goes.
-BOOST_AUTO_TEST_CASE(staged_ops_give_the_bits_of_whole_inputs_and_publish_only_final_values) {
+BOOST_AUTO_TEST_CASE(staged_ops_give_the_bits_of_whole_inputs_and_publish_only_final_values,
+                     *boost::unit_test::label("staged")) {
   for (const std::string method : {"none", "fp16", "quant:8", "topk:1%", "randomk:1%"})
     for (std::size_t nodes : {1, 2, 3, 4})
       for (const std::size_t direct : kSchedules) {
@@ -243,7 +244,8 @@ BOOST_AUTO_TEST_CASE(staged_ops_give_the_bits_of_whole_inputs_and_publish_only_f
 // staged op still gives the bits of whole inputs. The plans of none and of
 // the affine codes (quant, sign) read their input range by range as it
 // comes, statistics included: their first wait is for less than all of it.
-BOOST_AUTO_TEST_CASE(staged_values_are_read_only_once_waited_for_and_affine_stats_stream) {
+BOOST_AUTO_TEST_CASE(staged_values_are_read_only_once_waited_for_and_affine_stats_stream,
+                     *boost::unit_test::label("staged")) {
   for (const std::string method : {"none", "quant:8", "quant:4", "sign", "topk:1%", "fp16"})
     for (std::size_t nodes : {1, 2, 3, 4})
       for (const std::size_t direct : kSchedules) {

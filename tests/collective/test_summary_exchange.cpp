@@ -124,7 +124,7 @@ BOOST_AUTO_TEST_CASE(the_next_phase_from_the_predecessor_waits_for_the_last_summ
     const auto inputs = make_inputs(4, 0, {1000});
     RingRun run;
     run_op(ring, 1, CompressionMethod::none(), inputs, 0, residuals, run, 4096, nullptr,
-           std::chrono::seconds(20), 0, direct ? RingOptions{}.direct_bytes : 0);
+           std::chrono::seconds(20), 0, direct ? std::size_t{1} << 30 : 0);
     BOOST_TEST(released);
     check_same_bits(run);
     std::vector<std::map<std::string, std::vector<float>>> no_residuals(4);

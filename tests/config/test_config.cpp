@@ -204,7 +204,7 @@ BOOST_AUTO_TEST_CASE(default_file_is_a_single_node_ring) {
   BOOST_TEST(config.world_size() == 1u);
   BOOST_TEST(config.ipc == "ipc:///run/zring/zringd.sock");
   BOOST_TEST(config.nodes[0].address == "tcp://127.0.0.1:7101");
-  BOOST_TEST(config.direct_bytes == 16u << 20);  // as the file says
+  BOOST_TEST(config.direct_bytes == 512u << 10);  // as the file says
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -224,7 +224,7 @@ BOOST_AUTO_TEST_CASE(minimal_ring_gets_the_defaults) {
   BOOST_TEST(config.heartbeat.count() == 500);
   BOOST_TEST(config.chunk_bytes == 1u << 20);
   BOOST_TEST(config.gather_bytes == 192u << 10);
-  BOOST_TEST(config.direct_bytes == 16u << 20);
+  BOOST_TEST(config.direct_bytes == 512u << 10);
   BOOST_TEST(config.max_message_bytes == 256u << 20);
   BOOST_TEST(config.log_level == "info");
   BOOST_TEST(config.world_size() == 2u);
