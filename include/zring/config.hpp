@@ -61,7 +61,7 @@ struct RingConfig {
   std::chrono::milliseconds heartbeat{500};    // ring liveness interval
   std::size_t chunk_bytes = 1 << 20;           // ring pipelining unit (64 KiB..64 MiB)
   std::size_t gather_bytes = 192 << 10;        // ops a node sends at most this for go in one round
-  std::size_t direct_bytes = 512 << 10;        // ops (3+ nodes) whose sums are larger go round the ring
+  std::size_t direct_bytes = 512 << 10;        // larger sums (3+ nodes) go round the ring
   std::size_t max_message_bytes = 256u << 20;  // ZMQ_MAXMSGSIZE on ring and IPC sockets
   std::string log_level = "info";              // error | warn | info | debug
   std::optional<MetricsConfig> metrics;        // HTTP /metrics; none unless configured

@@ -448,8 +448,7 @@ void ring_allreduce_gives_exact_sums_with(std::size_t direct_bytes) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(ring_allreduce_gives_exact_sums, L, Links) {
-  for (const std::size_t direct_bytes :
-       {std::size_t{0}, std::size_t{1} << 30})
+  for (const std::size_t direct_bytes : {std::size_t{0}, std::size_t{1} << 30})
     ring_allreduce_gives_exact_sums_with<L>(direct_bytes);
 }
 
