@@ -12,6 +12,7 @@
 
 #include "collective/geometry.hpp"
 #include "ring_run.hpp"
+#include "support/time_scale.hpp"
 
 using namespace zring;
 using namespace zring::collective;
@@ -148,12 +149,14 @@ BOOST_AUTO_TEST_CASE(stray_and_duplicate_direct_messages_are_dropped_not_summed)
       testing::compare(unfuse(run.outputs[0], inputs[0]),
                        testing::expected_average(CompressionMethod::none(), inputs, &no_residuals));
   BOOST_TEST(cmp.ok(), cmp.bad << " bad; first: " << cmp.first_bad);
-  // The stray ones before the op (7) and the second copy of every message
-  // node 1 received (2 of values, 2 of sums) but the last, behind which the
-  // op ended.
-  BOOST_TEST(run.stats[1].dropped >= 7u + 3u);
-  BOOST_TEST(run.stats[1].last_drop.find("stale or duplicate") != std::string::npos,
-             run.stats[1].last_drop);
+  // The stray ones before the op (7), and the second copies node 1 took
+  // before its op ended: how many depends on the threads' timing (a
+  // sender's copy can come after the op's last message), but any of them
+  // is dropped after the strays.
+  BOOST_TEST(run.stats[1].dropped >= 7u);
+  if (run.stats[1].dropped > 7u)
+    BOOST_TEST(run.stats[1].last_drop.find("stale or duplicate") != std::string::npos,
+               run.stats[1].last_drop);
 }
 
 // Node 2's data never arrives anywhere: each owner waiting for its values
@@ -167,8 +170,10 @@ BOOST_AUTO_TEST_CASE(an_owner_names_the_node_whose_values_do_not_come) {
   Residuals residuals(4, std::vector<codec::ErrorFeedback>(1));
   const auto inputs = make_inputs(4, 0, {20000});
   RingRun run;
+  // (Scaled: under the sanitizers every other node's values must still
+  // arrive within it.)
   run_op(ring, 1, CompressionMethod::none(), inputs, 0, residuals, run, 4096, nullptr,
-         std::chrono::milliseconds(300), 0, kDirect);
+         zring::testing::scaled(std::chrono::milliseconds(500)), 0, kDirect);
   for (const std::size_t n : {0u, 1u, 3u}) {
     BOOST_TEST_INFO("node " << n);
     BOOST_TEST(run.codes[n] == ErrorCode::timeout);
