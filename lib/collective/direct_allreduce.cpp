@@ -51,13 +51,11 @@ class DirectAllreduce {
       for (std::size_t chunk = 0; chunk < c_.geometry.chunks(s); ++chunk) {
         auto [begin, end] = c_.geometry.range(s, chunk);
         c_.await_local(s, end);
-        Bytes payload = c_.own_payload(begin, end);
-        c_.count(payload);
-        c_.link.send_to(
+        c_.send_to(
             c_.owner(s),
             {Phase::to_owner, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(chunk),
              static_cast<std::uint32_t>(place(s, c_.self))},
-            std::move(payload));
+            c_.own_payload(begin, end));
       }
     }
   }
@@ -124,9 +122,7 @@ class DirectAllreduce {
     const ChunkTag tag{Phase::from_owner, static_cast<std::uint32_t>(mine_),
                        static_cast<std::uint32_t>(chunk), 0};
     for (std::size_t to = 0; to < c_.nodes; ++to) {
-      if (to == c_.self) continue;
-      c_.count(out);
-      c_.link.send_to(to, tag, out);
+      if (to != c_.self) c_.send_to(to, tag, out);
     }
     in.assign(in.size(), Bytes());
     c_.finalized(mine_);
