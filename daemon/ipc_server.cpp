@@ -235,8 +235,12 @@ void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
                           std::optional<zmq::message_t> values) {
   const std::size_t l = submit.local_rank;
   if (!check_owner(client, submit.local_rank, submit.request)) return;
-  Request r{client, submit.request, l,     submit.manifest, {},
-            {},     nullptr,        false, Clock::now(),    std::nullopt};
+  Request r;
+  r.client = client;
+  r.id = submit.request;
+  r.local_rank = l;
+  r.manifest = submit.manifest;
+  r.at = Clock::now();
   try {
     r.method = CompressionMethod::parse(submit.manifest.method);
   } catch (const Error& e) {
@@ -257,14 +261,23 @@ void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
                    std::to_string(bytes));
     return;
   }
-  if (ranks_.clock_shared(l) && given_up(submit.wait)) {
+  // Read a whole ring timeout after it was sent (or after the request for
+  // the shared buffer that came with it): zringd was stopped or starved
+  // meanwhile, and every node that waited for this op has failed it (as
+  // this one would have). Run, it would be paired with the other nodes'
+  // next op: it fails here, off the ring.
+  const std::optional<std::string> late_buffer = ranks_.take_late(l);
+  r.stale = read_late(l, submit.wait, "request");
+  if (!r.stale) r.stale = late_buffer;
+  const auto age = request_age(submit.wait);
+  if (r.stale) {
+    log_warn(*r.stale);
+  } else if (ranks_.clock_shared(l) && given_up(submit.wait)) {
     // zringd read it after the client stopped waiting (zringd was stopped
     // or starved). Run, it would average the client's abandoned values;
     // dropped, the other ranks' op would be paired with this rank's next
     // one. It takes its place in the op, which fails on every rank: every
     // rank has one failed op, and they stay in step.
-    const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
-        Clock::now() - Clock::time_point(std::chrono::nanoseconds(submit.wait.sent_ns)));
     r.given_up = ranks_.rank_name(l) + "'s zringd read its request " + std::to_string(age.count()) +
                  " ms after it was sent, when its client (timeout " +
                  std::to_string(submit.wait.timeout_ms) + " ms) had given up on it";
@@ -280,6 +293,26 @@ void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
   assemble();
 }
 
+// Why the op that `what` (from local rank l) is part of fails on this node
+// alone, when zringd read it timeout_ms or more after it was sent; nothing
+// when it did not, or the rank's clock is not zringd's.
+std::optional<std::string> IpcServer::read_late(std::size_t l, const wire::ClientWait& wait,
+                                                const std::string& what) const {
+  if (!ranks_.clock_shared(l) || wait.sent_ns == 0) return std::nullopt;
+  const std::chrono::milliseconds age = request_age(wait);
+  if (age < config_.timeout) return std::nullopt;
+  return ranks_.rank_name(l) + "'s zringd read its " + what + " " + std::to_string(age.count()) +
+         " ms after it was sent (zringd was stopped or starved), beyond timeout_ms " +
+         std::to_string(config_.timeout.count()) +
+         ": the other nodes are past that op, and it fails on this node without running";
+}
+
+// How long ago the client sent the request, on zringd's clock.
+std::chrono::milliseconds IpcServer::request_age(const wire::ClientWait& wait) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      Clock::now() - Clock::time_point(std::chrono::nanoseconds(wait.sent_ns)));
+}
+
 // Whether the client had given up on the request by the time zringd read
 // it, or will before the first keepalive for it (a heartbeat away) can
 // reach it; the margin is at most a quarter of the client's timeout.
@@ -287,8 +320,7 @@ bool IpcServer::given_up(const wire::ClientWait& wait) const {
   if (wait.timeout_ms == 0 || wait.sent_ns == 0) return false;
   const auto timeout = std::chrono::milliseconds(wait.timeout_ms);
   const auto margin = std::min<Clock::duration>(config_.heartbeat, timeout / 4);
-  const auto sent = Clock::time_point(std::chrono::nanoseconds(wait.sent_ns));
-  return Clock::now() - sent >= timeout - margin;
+  return request_age(wait) >= timeout - margin;
 }
 
 bool IpcServer::check_owner(const std::string& client, std::uint32_t local_rank,
@@ -318,13 +350,26 @@ void IpcServer::on_attach(const std::string& client, const wire::Attach& attach)
     send_error(client, attach.request, e.code(), e.what());
     return;
   }
+  // A buffer asked for while zringd was stopped: the op it came with (the
+  // rank's next) is over on the other nodes.
+  if (std::optional<std::string> late = read_late(l, attach.wait, "request for a shared buffer"))
+    ranks_.mark_late(l, std::move(*late));
   send(client, wire::Attached{attach.request, path, attach.bytes});
 }
 
 // One submission from every local rank makes an op.
 void IpcServer::assemble() {
-  for (OpJob& job : ranks_.assemble()) worker_.submit(std::move(job));
+  take(ranks_.assemble());
   arm_stall_timer();
+}
+
+// Jobs go to the ring; stale ops end here, counted as failed ops.
+void IpcServer::take(LocalRanks::Made made) {
+  for (OpJob& job : made.jobs) worker_.submit(std::move(job));
+  for (const LocalRanks::StaleOp& op : made.stale) {
+    stats_.op_failed(op_name(op.manifest), op.failure);
+    for (const Refusal& r : op.answers) refuse(r);
+  }
 }
 
 void IpcServer::arm_stall_timer() {
@@ -342,10 +387,9 @@ void IpcServer::arm_stall_timer() {
 // Some local ranks submitted, others did not within the timeout: the ring
 // learns why, and fails the op everywhere.
 void IpcServer::on_stall() {
-  if (std::optional<OpJob> job = ranks_.fail_late(Clock::now())) {
-    log_warn(job->input.failure->text);
-    worker_.submit(std::move(*job));
-  }
+  LocalRanks::Made made = ranks_.fail_late(Clock::now());
+  for (const OpJob& job : made.jobs) log_warn(job.input.failure->text);
+  take(std::move(made));
   assemble();
 }
 

@@ -63,9 +63,14 @@ class IpcServer {
   void on_attach(const std::string& client, const wire::Attach& attach);
   bool check_owner(const std::string& client, std::uint32_t local_rank, std::uint64_t request);
   [[nodiscard]] bool given_up(const wire::ClientWait& wait) const;
+  [[nodiscard]] static std::chrono::milliseconds request_age(const wire::ClientWait& wait);
+  [[nodiscard]] std::optional<std::string> read_late(std::size_t local_rank,
+                                                     const wire::ClientWait& wait,
+                                                     const std::string& what) const;
   void reply_result(const Request& r, const OpDone& done, std::uint64_t dense);
   void record(const std::vector<Request>& requests, const OpDone& done);
   void assemble();
+  void take(LocalRanks::Made made);
   void arm_stall_timer();
   void on_stall();
   void arm_keepalive();

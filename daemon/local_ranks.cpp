@@ -7,6 +7,7 @@ LocalRanks::LocalRanks(const RingConfig& config)
       waiting_(config.local_ranks),
       owners_(config.local_ranks),
       owes_(config.local_ranks),
+      late_(config.local_ranks),
       regions_(config.local_ranks),
       clock_shared_(config.local_ranks, false) {}
 
@@ -25,6 +26,7 @@ LocalRanks::Hello LocalRanks::hello(const std::string& client, std::size_t l, bo
         {r.client, r.id, ErrorCode::aborted, "another process connected as " + rank_name(l)});
   waiting_[l].clear();
   owes_[l].reset();
+  late_[l].reset();
   regions_[l].reset();
   owners_[l] = client;
   hello.taken = true;
@@ -62,19 +64,40 @@ std::optional<Refusal> LocalRanks::submit(Request r) {
   return std::nullopt;
 }
 
+namespace {
+
+// The text of the first stale request, if any.
+const std::string* stale_text(const std::vector<Request>& requests) {
+  for (const Request& r : requests)
+    if (r.stale) return &*r.stale;
+  return nullptr;
+}
+
+LocalRanks::StaleOp stale_op(const std::vector<Request>& requests, const std::string& why) {
+  LocalRanks::StaleOp op{requests.front().manifest, Status{ErrorCode::timeout, why}, {}};
+  for (const Request& r : requests) op.answers.push_back({r.client, r.id, ErrorCode::timeout, why});
+  return op;
+}
+
+}  // namespace
+
 // One submission from every local rank makes an op.
-std::vector<OpJob> LocalRanks::assemble() {
-  std::vector<OpJob> jobs;
+LocalRanks::Made LocalRanks::assemble() {
+  Made made;
   while (true) {
     for (const auto& queue : waiting_)
-      if (queue.empty()) return jobs;
-    OpJob job;
-    job.id = next_job_++;
+      if (queue.empty()) return made;
     std::vector<Request> requests;
     for (auto& queue : waiting_) {
       requests.push_back(std::move(queue.front()));
       queue.pop_front();
     }
+    if (const std::string* stale = stale_text(requests)) {
+      made.stale.push_back(stale_op(requests, *stale));
+      continue;
+    }
+    OpJob job;
+    job.id = next_job_++;
     collective::OpInput& input = job.input;
     input.manifest = requests[0].manifest;
     input.method = requests[0].method;
@@ -101,7 +124,7 @@ std::vector<OpJob> LocalRanks::assemble() {
       }
     }
     running_.emplace(job.id, std::move(requests));
-    jobs.push_back(std::move(job));
+    made.jobs.push_back(std::move(job));
   }
 }
 
@@ -113,31 +136,44 @@ IpcClock::time_point LocalRanks::stall_deadline() const {
 }
 
 // Some local ranks submitted, others did not within the timeout: the op
-// fails on every rank of the ring, naming the late ones.
-std::optional<OpJob> LocalRanks::fail_late(IpcClock::time_point now) {
+// fails on every rank of the ring, naming the late ones (on this node
+// alone when a submission is stale: the other nodes are past it).
+LocalRanks::Made LocalRanks::fail_late(IpcClock::time_point now) {
+  Made made;
   std::string late;
-  for (std::size_t l = 0; l < waiting_.size(); ++l)
-    if (waiting_[l].empty()) late += (late.empty() ? "" : ", ") + rank_name(l);
-  if (late.empty() || now < stall_deadline()) return std::nullopt;
-  const std::string text = late + " did not submit the op within " +
-                           std::to_string(config_.timeout.count()) +
-                           " ms, while other ranks of the node did";
-  OpJob job;
-  job.id = next_job_++;
-  job.input.failure = Status{ErrorCode::timeout, text};
-  std::vector<Request> requests;
+  std::vector<bool> is_late(waiting_.size(), false);
   for (std::size_t l = 0; l < waiting_.size(); ++l) {
-    if (waiting_[l].empty()) {
-      owes_[l] = Status{ErrorCode::aborted, "op abandoned: " + text};
-      continue;
-    }
-    requests.push_back(std::move(waiting_[l].front()));
-    waiting_[l].pop_front();
+    if (!waiting_[l].empty()) continue;
+    is_late[l] = true;
+    late += (late.empty() ? "" : ", ") + rank_name(l);
   }
-  job.input.manifest = requests.front().manifest;
-  job.input.method = requests.front().method;
-  running_.emplace(job.id, std::move(requests));
-  return job;
+  if (late.empty() || now < stall_deadline()) return made;
+  std::vector<Request> requests;
+  for (auto& queue : waiting_) {
+    if (queue.empty()) continue;
+    requests.push_back(std::move(queue.front()));
+    queue.pop_front();
+  }
+  Status failure{ErrorCode::timeout, late + " did not submit the op within " +
+                                         std::to_string(config_.timeout.count()) +
+                                         " ms, while other ranks of the node did"};
+  Status owed{ErrorCode::aborted, "op abandoned: " + failure.text};
+  if (const std::string* stale = stale_text(requests)) {
+    // The op is over on every other node: it ends here too, off the ring.
+    made.stale.push_back(stale_op(requests, *stale));
+    owed = made.stale.back().failure;
+  } else {
+    OpJob job;
+    job.id = next_job_++;
+    job.input.failure = std::move(failure);
+    job.input.manifest = requests.front().manifest;
+    job.input.method = requests.front().method;
+    running_.emplace(job.id, std::move(requests));
+    made.jobs.push_back(std::move(job));
+  }
+  for (std::size_t l = 0; l < waiting_.size(); ++l)
+    if (is_late[l]) owes_[l] = owed;
+  return made;
 }
 
 std::vector<Request> LocalRanks::finish(std::uint64_t job) {

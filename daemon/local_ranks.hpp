@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 #include <zring/compression.hpp>
 #include <zring/config.hpp>
@@ -42,6 +43,11 @@ struct Request {
   bool staged = false;  // submit_staged: the values arrive in region while the op runs
   IpcClock::time_point at;
   std::optional<std::string> given_up;  // why its client no longer waits: the op fails
+  // Why its op fails on this node alone, without taking a place in the
+  // ring: zringd read it timeout_ms or more after it was sent (zringd was
+  // stopped or starved), so every node that waited for that op has failed
+  // it by now, as this one would have had it been running.
+  std::optional<std::string> stale;
 };
 
 // An error answer to a client's request.
@@ -86,21 +92,41 @@ class LocalRanks {
     regions_.at(local_rank) = std::move(region);
   }
 
+  // A request of local rank l that zringd read too late (for a shared
+  // buffer) makes its next submission stale: take_late() says why, once.
+  void mark_late(std::size_t local_rank, std::string why) { late_.at(local_rank) = std::move(why); }
+  [[nodiscard]] std::optional<std::string> take_late(std::size_t local_rank) {
+    return std::exchange(late_.at(local_rank), std::nullopt);
+  }
+
   // Queues a checked submission, unless the rank owes a failure: then the
   // submission is the op the others gave up on, and gets that failure.
   // A submission its client gave up on (given_up) takes its place anyway.
   [[nodiscard]] std::optional<Refusal> submit(Request request);
 
-  // Every op all local ranks have submitted, oldest first, as jobs for the
-  // ring; their requests now run until finish().
-  [[nodiscard]] std::vector<OpJob> assemble();
+  // Ops as assemble() and fail_late() make them: jobs for the ring (their
+  // requests run until finish()), and stale ops, which never reach the
+  // ring: their manifest (for the stats), why, and the answers to send.
+  struct StaleOp {
+    collective::Manifest manifest;
+    Status failure;
+    std::vector<Refusal> answers;
+  };
+  struct Made {
+    std::vector<OpJob> jobs;
+    std::vector<StaleOp> stale;
+  };
+
+  // Every op all local ranks have submitted, oldest first.
+  [[nodiscard]] Made assemble();
 
   // When the oldest waiting submission is late (time_point::max(): none waits).
   [[nodiscard]] IpcClock::time_point stall_deadline() const;
   // At or after stall_deadline(), while some ranks have not submitted: the
-  // op fails on every rank of the ring (the job tells the ring why), and
-  // the late ranks owe its failure. Nothing otherwise.
-  [[nodiscard]] std::optional<OpJob> fail_late(IpcClock::time_point now);
+  // op fails on every rank of the ring (the job tells the ring why), or on
+  // this node alone when a submission is stale; the late ranks owe its
+  // failure. Nothing otherwise.
+  [[nodiscard]] Made fail_late(IpcClock::time_point now);
 
   // The requests of a job the ring answered (none for an unknown job).
   [[nodiscard]] std::vector<Request> finish(std::uint64_t job);
@@ -113,9 +139,10 @@ class LocalRanks {
 
  private:
   const RingConfig& config_;
-  std::vector<std::deque<Request>> waiting_;  // per local rank
-  std::vector<std::string> owners_;           // per local rank: its client
-  std::vector<std::optional<Status>> owes_;   // per local rank: fail its next op
+  std::vector<std::deque<Request>> waiting_;      // per local rank
+  std::vector<std::string> owners_;               // per local rank: its client
+  std::vector<std::optional<Status>> owes_;       // per local rank: fail its next op
+  std::vector<std::optional<std::string>> late_;  // per local rank: its next op is stale
   std::vector<std::shared_ptr<transport::SharedRegion>> regions_;  // per local rank
   std::vector<bool> clock_shared_;  // per local rank: its hello's send time read as ours
   std::map<std::uint64_t, std::vector<Request>> running_;  // job id -> its requests

@@ -116,6 +116,7 @@ void RingWorker::stop() noexcept {
 }
 
 void RingWorker::submit(OpJob job) {
+  job.queued = Clock::now();
   {
     std::lock_guard lock(mutex_);
     jobs_.push_back(std::move(job));
@@ -155,10 +156,38 @@ void RingWorker::answer_queued(const Status& failure) {
   jobs_.clear();
 }
 
+// The ops queued before this thread found it had not run for a timeout:
+// the other nodes failed them meanwhile (this node was silent), so they
+// fail here too rather than run with the other nodes' next ops.
+void RingWorker::fail_queued_before(Clock::time_point noticed, const std::string& why) {
+  std::vector<OpDone> failed;
+  {
+    std::lock_guard lock(mutex_);
+    std::deque<OpJob> kept;
+    for (OpJob& job : jobs_) {
+      if (job.reset_rank || job.queued > noticed) {
+        kept.push_back(std::move(job));
+        continue;
+      }
+      OpDone done;
+      done.id = job.id;
+      done.failure = Status{ErrorCode::peer_lost, why + ", and failed this op, queued here before"};
+      failed.push_back(std::move(done));
+    }
+    jobs_ = std::move(kept);
+  }
+  if (!failed.empty()) log_warn(why + ": " + std::to_string(failed.size()) + " queued ops fail");
+  for (OpDone& done : failed) on_done_(std::move(done));
+}
+
 void RingWorker::loop() {
   Ring& r = *ring_;
   while (!stopping_) {
     r.ring.between_ops();
+    if (std::optional<transport::ZmqRing::Stall> stall = r.ring.take_stall()) {
+      fail_queued_before(stall->noticed, stall->why);
+      r.waiting_since.reset();  // a later job waits for the next ring from now
+    }
     report_state();
     std::optional<OpJob> job = take_ready_job();
     if (job && job->reset_rank) {

@@ -53,9 +53,10 @@ struct OpJob {
   // no rank staged. staged_who names the ranks in errors.
   std::vector<std::shared_ptr<transport::SharedRegion>> staged;
   std::vector<std::string> staged_who;
-  std::optional<std::size_t> reset_rank;  // a reset job, not an op
-  unsigned runs = 0;                      // how often the ring began it (a ring change can
-                                          // make it run again)
+  std::optional<std::size_t> reset_rank;         // a reset job, not an op
+  unsigned runs = 0;                             // how often the ring began it (a ring change can
+                                                 // make it run again)
+  std::chrono::steady_clock::time_point queued;  // when submit() took it
 };
 
 struct OpDone {
@@ -116,7 +117,9 @@ class RingWorker {
   std::optional<OpJob> take_ready_job();
   void report_state();
   void execute(OpJob& job);
-  void answer_queued(const Status& failure);  // with mutex_ held
+  void answer_queued(const Status& failure);
+  void fail_queued_before(std::chrono::steady_clock::time_point noticed,
+                          const std::string& why);  // with mutex_ held
 
   zmq::context_t& context_;
   const RingConfig& config_;

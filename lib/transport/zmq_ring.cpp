@@ -241,6 +241,7 @@ void ZmqRing::service(Deadline until, zmq::socket_t* wake) {
 std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socket_t* wake,
                                                       bool* woken) {
   const auto now = Clock::now();
+  check_stall(now);
   // Sleep until the earliest timer that can fire in this state.
   Deadline next = std::min(until, membership_.next_timer());
   for (const Peer& peer : peers_)
@@ -264,6 +265,7 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
   }
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait);
   (void)poll_items(items.data(), items.size(), ms);
+  check_stall(Clock::now(), wait);  // beyond the wait asked for: stopped meanwhile
   for (std::size_t n = 0, at = peers_at; n < listed(); ++n) {
     if (n == options_.self) continue;
     if (items[at].revents & ZMQ_POLLOUT) flush(n);
@@ -490,6 +492,31 @@ void ZmqRing::on_abort(const RingHeader& header) {
   } else if (!op_ && header.op == next_op_) {
     poisoned_ = Status{code, why};  // this node's ranks are late for it: fail theirs too
   }
+}
+
+// A ring thread that did not run for a timeout sent nothing for that long:
+// every other node has dropped this one and failed the ops it was in. What
+// it read meanwhile belongs to that ring, which is over: it goes down before
+// reading on, its op in flight fails without running again (the others'
+// copy of it is over too), and it asks for a new ring.
+void ZmqRing::check_stall(Deadline now, Clock::duration waited) {
+  const std::optional<Deadline> since = std::exchange(alive_, now);
+  if (!since || now - *since - waited < options_.timeout || listed() == 1) return;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - *since - waited).count();
+  const std::string why = "zringd did not run for " + std::to_string(ms) +
+                          " ms (it was stopped or starved), longer than timeout_ms " +
+                          std::to_string(options_.timeout.count()) +
+                          ": the other nodes have dropped this one";
+  stall_ = Stall{why, Clock::now()};
+  // peer_lost, not ring_changed: a client that retries on a ring change
+  // would pair this op with the others' next one.
+  if (op_) {
+    op_failure_ = Status{ErrorCode::peer_lost, why};
+    retry_ = false;
+  }
+  membership_.fail(why, true, now);
+  apply_membership();
 }
 
 void ZmqRing::run_timers() {

@@ -28,6 +28,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 #include <zring/error.hpp>
@@ -91,7 +92,20 @@ class ZmqRing final : public collective::RingLink {
   void service(collective::Deadline until, zmq::socket_t* wake);
   // Runs the protocol's timers once between two ops, so that the coordinator
   // can take a node in even when ops follow each other without a pause.
-  void between_ops() { run_timers(); }
+  void between_ops() {
+    check_stall(collective::Clock::now());
+    run_timers();
+  }
+  // Set once after this node's ring thread did not run for a timeout or
+  // more (zringd was stopped or starved): it sent nothing meanwhile, so the
+  // other nodes dropped it from their ring and failed every op it was in;
+  // its ring went down with it. Says why, and when the thread ran again:
+  // ops queued here before then are over on the other nodes.
+  struct Stall {
+    std::string why;
+    collective::Deadline noticed;
+  };
+  [[nodiscard]] std::optional<Stall> take_stall() { return std::exchange(stall_, std::nullopt); }
 
   // --- ops -----------------------------------------------------------------------
   // Starts the next op of the current generation; returns its number. The
@@ -184,6 +198,9 @@ class ZmqRing final : public collective::RingLink {
   // membership
   void on_abort(const wire::RingHeader& header);
   void run_timers();
+  // `waited`: how long of the time since it last ran the thread meant to wait.
+  void check_stall(collective::Deadline now,
+                   collective::Clock::duration waited = collective::Clock::duration::zero());
   void apply_membership();
   void enqueue(std::size_t peer, const wire::RingHeader& header,
                std::optional<zmq::message_t> payload);
@@ -204,14 +221,16 @@ class ZmqRing final : public collective::RingLink {
   std::deque<collective::Message> put_back_;  // the op's messages to hand over again first
 
   // ops
-  std::uint64_t next_op_ = 0;              // number of the next op in this generation
-  std::optional<std::uint64_t> op_;        // the op running now
-  std::uint64_t op_generation_ = 0;        // its generation
-  std::vector<std::uint32_t> op_members_;  // its ring
-  std::optional<Status> poisoned_;         // the next op was aborted before this node began it
-  std::optional<Status> op_failure_;       // set by control messages mid-op
-  bool summaries_known_ = false;           // the op knows every summary
-  bool retry_ = false;                     // op_failure_ is a ring change before that
+  std::uint64_t next_op_ = 0;                  // number of the next op in this generation
+  std::optional<std::uint64_t> op_;            // the op running now
+  std::uint64_t op_generation_ = 0;            // its generation
+  std::vector<std::uint32_t> op_members_;      // its ring
+  std::optional<Status> poisoned_;             // the next op was aborted before this node began it
+  std::optional<Status> op_failure_;           // set by control messages mid-op
+  bool summaries_known_ = false;               // the op knows every summary
+  bool retry_ = false;                         // op_failure_ is a ring change before that
+  std::optional<collective::Deadline> alive_;  // when the ring thread last ran (check_stall)
+  std::optional<Stall> stall_;
 
   RingCounters counters_;
   const std::atomic<bool>* interrupt_ = nullptr;

@@ -1,8 +1,8 @@
 // test_local_ranks.cpp - a node's local ranks without sockets: ops are made
 // of one submission per rank in order, a new process taking a rank refuses
 // the old one's requests, only a rank's holder speaks for it, a late rank
-// fails the op everywhere and owes that failure, and clear() refuses
-// everything pending.
+// fails the op everywhere and owes that failure, a stale request fails its
+// op on this node alone, and clear() refuses everything pending.
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 
@@ -62,10 +62,10 @@ BOOST_AUTO_TEST_CASE(an_op_is_one_submission_of_every_rank_in_order) {
   const auto t = IpcClock::now();
   BOOST_TEST(!ranks.submit(submission("A", 0, 10, t)));
   BOOST_TEST(!ranks.submit(submission("A", 0, 11, t)));
-  BOOST_TEST(ranks.assemble().empty());  // rank 1 has not submitted
+  BOOST_TEST(ranks.assemble().jobs.empty());  // rank 1 has not submitted
   BOOST_TEST((ranks.stall_deadline() == t + 1000ms));
   BOOST_TEST(!ranks.submit(submission("B", 1, 20, t)));
-  const std::vector<OpJob> jobs = ranks.assemble();
+  const std::vector<OpJob> jobs = ranks.assemble().jobs;
   BOOST_REQUIRE_EQUAL(jobs.size(), 1u);
   BOOST_TEST(!jobs[0].input.failure);
   BOOST_TEST(jobs[0].values.size() == 2u);
@@ -80,7 +80,7 @@ BOOST_AUTO_TEST_CASE(an_op_is_one_submission_of_every_rank_in_order) {
 BOOST_FIXTURE_TEST_CASE(ranks_whose_manifests_differ_make_a_failed_op_naming_them, Held) {
   (void)ranks.submit(submission("A", 0, 1, t, 4));
   (void)ranks.submit(submission("B", 1, 2, t, 5));
-  const std::vector<OpJob> jobs = ranks.assemble();
+  const std::vector<OpJob> jobs = ranks.assemble().jobs;
   BOOST_REQUIRE_EQUAL(jobs.size(), 1u);
   BOOST_REQUIRE(jobs[0].input.failure);
   BOOST_TEST(jobs[0].input.failure->code == ErrorCode::manifest_mismatch);
@@ -123,9 +123,11 @@ BOOST_AUTO_TEST_CASE(only_the_holder_speaks_for_a_rank_and_a_new_process_takes_i
 
 BOOST_FIXTURE_TEST_CASE(a_late_rank_fails_the_op_everywhere_and_owes_that_failure, Held) {
   (void)ranks.submit(submission("A", 0, 1, t));
-  BOOST_TEST(!ranks.fail_late(t + 999ms));  // not yet late
-  const std::optional<OpJob> failed = ranks.fail_late(t + 1000ms);
-  BOOST_REQUIRE(failed);
+  BOOST_TEST(ranks.fail_late(t + 999ms).jobs.empty());  // not yet late
+  const LocalRanks::Made made = ranks.fail_late(t + 1000ms);
+  BOOST_TEST(made.stale.empty());
+  BOOST_REQUIRE_EQUAL(made.jobs.size(), 1u);
+  const OpJob* failed = &made.jobs[0];
   BOOST_REQUIRE(failed->input.failure);
   BOOST_TEST(failed->input.failure->code == ErrorCode::timeout);
   BOOST_TEST(failed->input.failure->text ==
@@ -147,7 +149,7 @@ BOOST_FIXTURE_TEST_CASE(a_request_its_client_gave_up_on_fails_its_op, Held) {
   gone.given_up = "rank 0's zringd read its request 5000 ms after it was sent";
   BOOST_TEST(!ranks.submit(std::move(gone)));
   (void)ranks.submit(submission("B", 1, 2, IpcClock::now()));
-  const std::vector<OpJob> jobs = ranks.assemble();
+  const std::vector<OpJob> jobs = ranks.assemble().jobs;
   BOOST_REQUIRE_EQUAL(jobs.size(), 1u);
   BOOST_REQUIRE(jobs[0].input.failure);
   BOOST_TEST(jobs[0].input.failure->code == ErrorCode::aborted);
@@ -155,11 +157,62 @@ BOOST_FIXTURE_TEST_CASE(a_request_its_client_gave_up_on_fails_its_op, Held) {
              "rank 0's zringd read its request 5000 ms after it was sent");
 }
 
+// zringd read the request a whole timeout after it was sent: the other
+// nodes are past its op, so it never reaches the ring; it fails for every
+// local rank here, and the op after it is made as usual.
+BOOST_FIXTURE_TEST_CASE(a_stale_request_fails_its_op_on_this_node_alone, Held) {
+  Request old = submission("A", 0, 1, t);
+  old.stale = "rank 0's zringd read its request 3000 ms after it was sent";
+  BOOST_TEST(!ranks.submit(std::move(old)));
+  (void)ranks.submit(submission("B", 1, 2, t));
+  (void)ranks.submit(submission("A", 0, 3, t));
+  (void)ranks.submit(submission("B", 1, 4, t));
+  const LocalRanks::Made made = ranks.assemble();
+  BOOST_REQUIRE_EQUAL(made.stale.size(), 1u);
+  const LocalRanks::StaleOp& op = made.stale[0];
+  BOOST_TEST(op.failure.code == ErrorCode::timeout);
+  BOOST_TEST(op.failure.text == "rank 0's zringd read its request 3000 ms after it was sent");
+  BOOST_REQUIRE_EQUAL(op.answers.size(), 2u);
+  BOOST_TEST(op.answers[0].client == "A");
+  BOOST_TEST(op.answers[0].request == 1u);
+  BOOST_TEST(op.answers[1].client == "B");
+  BOOST_TEST(op.answers[1].request == 2u);
+  for (const Refusal& r : op.answers) {
+    BOOST_TEST(r.code == ErrorCode::timeout);
+    BOOST_TEST(r.text == op.failure.text);
+  }
+  BOOST_REQUIRE_EQUAL(made.jobs.size(), 1u);  // requests 3 and 4, as one op
+  BOOST_TEST(!made.jobs[0].input.failure);
+  const std::vector<Request> ran = ranks.finish(made.jobs[0].id);
+  BOOST_REQUIRE_EQUAL(ran.size(), 2u);
+  BOOST_TEST(ran[0].id == 3u);
+  BOOST_TEST(ran[1].id == 4u);
+}
+
+// A stale request whose other local rank never comes: at the deadline the
+// op fails here (not on the ring), and the late rank owes that failure.
+BOOST_FIXTURE_TEST_CASE(a_stale_request_alone_at_the_deadline_fails_off_the_ring, Held) {
+  Request old = submission("A", 0, 1, t);
+  old.stale = "rank 0's zringd read its request 2500 ms after it was sent";
+  (void)ranks.submit(std::move(old));
+  const LocalRanks::Made made = ranks.fail_late(t + 1000ms);
+  BOOST_TEST(made.jobs.empty());
+  BOOST_REQUIRE_EQUAL(made.stale.size(), 1u);
+  BOOST_REQUIRE_EQUAL(made.stale[0].answers.size(), 1u);
+  BOOST_TEST(made.stale[0].answers[0].request == 1u);
+  BOOST_TEST(ranks.pending().empty());
+  const std::optional<Refusal> owed = ranks.submit(submission("B", 1, 2, t + 1200ms));
+  BOOST_REQUIRE(owed);
+  BOOST_TEST(owed->code == ErrorCode::timeout);
+  BOOST_TEST(owed->text == "rank 0's zringd read its request 2500 ms after it was sent");
+  BOOST_TEST(!ranks.submit(submission("B", 1, 3, t + 1300ms)));  // owed once
+}
+
 BOOST_FIXTURE_TEST_CASE(clear_refuses_every_waiting_and_running_request, Held) {
   (void)ranks.submit(submission("A", 0, 1, t));
   (void)ranks.submit(submission("B", 1, 2, t));
-  BOOST_TEST(ranks.assemble().size() == 1u);     // 1 and 2 run
-  (void)ranks.submit(submission("A", 0, 3, t));  // 3 waits
+  BOOST_TEST(ranks.assemble().jobs.size() == 1u);  // 1 and 2 run
+  (void)ranks.submit(submission("A", 0, 3, t));    // 3 waits
   const std::vector<Refusal> refused = ranks.clear(ErrorCode::aborted, "zringd is shutting down");
   BOOST_REQUIRE_EQUAL(refused.size(), 3u);
   for (const Refusal& r : refused) {

@@ -112,6 +112,7 @@ class ZmqLinks {
 
   [[nodiscard]] std::size_t nodes() const { return rings_.size(); }
   RingLink& link(std::size_t n) { return *rings_.at(n); }
+  zring::transport::ZmqRing& ring(std::size_t n) { return *rings_.at(n); }
   void begin_op(std::size_t n) {
     rings_.at(n)->between_ops();
     (void)rings_.at(n)->begin_op();
@@ -555,6 +556,39 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_peer_that_goes_away_is_named, L, Links) {
                    failures[n]->text << " does not name " << gone);
     }
   }
+}
+
+// A node whose thread did not run for a timeout (its zringd was stopped)
+// sent nothing meanwhile, so its peers dropped it and failed their copy of
+// its op. When it runs again its op fails for good (it must not run again
+// on the next ring, paired with the others' next op), before it reads what
+// came meanwhile; it says why once, and its ring is down.
+BOOST_AUTO_TEST_CASE(a_node_whose_thread_did_not_run_for_a_timeout_fails_its_op_for_good) {
+  ZmqLinks links(2);
+  links.begin_op(0);
+  std::jthread peer([&](std::stop_token stop) {  // stopped and joined also when a check fails
+    while (!stop.stop_requested()) links.ring(1).service(Clock::now() + 20ms, nullptr);
+  });
+  std::this_thread::sleep_for(scaled(ZmqLinks::kTimeout) + 500ms);  // node 0 runs nothing
+  std::optional<std::string> failed;
+  ErrorCode code = ErrorCode::internal;
+  try {
+    (void)links.link(0).recv(Clock::now() + ZmqLinks::peer_gone_wait());
+  } catch (const Error& e) {
+    failed = e.what();
+    code = e.code();
+  }
+  BOOST_REQUIRE(failed.has_value());
+  BOOST_TEST(code == ErrorCode::peer_lost, *failed);
+  BOOST_TEST(failed->find("zringd did not run for ") != std::string::npos, *failed);
+  BOOST_TEST(failed->find("the other nodes have dropped this one") != std::string::npos, *failed);
+  BOOST_TEST(!links.ring(0).op_may_run_again());
+  BOOST_TEST(!links.ring(0).up());
+  const std::optional<zring::transport::ZmqRing::Stall> stall = links.ring(0).take_stall();
+  BOOST_REQUIRE(stall.has_value());
+  BOOST_TEST(failed->find(stall->why) != std::string::npos, *failed);
+  BOOST_TEST(!links.ring(0).take_stall().has_value());  // said once
+  links.end_op(0, Status{code, *failed});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
