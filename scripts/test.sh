@@ -32,10 +32,12 @@ stage_done "the tests"
 
 if [ "${ZRING_SKIP_SANITIZERS:-0}" != 1 ]; then
   # -O1 -g1: half the compile time of -O2 -g, and still the file:line of
-  # every frame in a report.
+  # every frame in a report. The sanitizer builds are unity builds (several
+  # files compiled as one): a third less compile time. The plain build is
+  # not, so that it still shows a file that misses an include.
   BUILD_DIR=$root/build-asan "$root/scripts/build.sh" -DZRING_WERROR=ON \
     -DZRING_SANITIZE=address,undefined -DZRING_BUILD_BENCH=OFF -DZRING_BUILD_PYTHON=OFF \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
   stage_done "the ASan + UBSan build"
   # The sanitized daemons run several times slower: the tests' wall-clock
   # bounds stretch twice (tests/support/time_scale.hpp).
@@ -49,7 +51,7 @@ if [ "${ZRING_SKIP_SANITIZERS:-0}" != 1 ]; then
   # -O2 (the tests run long under TSan: not -O1) with -g1.
   cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZRING_WERROR=ON \
     -DZRING_SANITIZE=thread -DZRING_BUILD_BENCH=OFF -DZRING_BUILD_PYTHON=OFF \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" >/dev/null
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" >/dev/null
   cmake --build "$root/build-tsan" -j "$(nproc)" --target test_collective test_faults zringd ring_client
   ZRING_TEST_TIME_SCALE=2 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp \
     ctest --test-dir "$root/build-tsan" --output-on-failure -j 2 -R '^(test_collective.*|test_faults)$'

@@ -10,11 +10,11 @@ using collective::Clock;
 using wire::RingHeader;
 using wire::RingKind;
 
-std::string ms_text(Clock::duration d) {
+}  // namespace
+
+std::string ms_text(collective::Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
 }
-
-}  // namespace
 
 const char* peer_state_name(PeerState state) noexcept {
   switch (state) {

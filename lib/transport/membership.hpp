@@ -62,6 +62,8 @@ enum class PeerState : std::uint8_t {
   unknown,  // not heard yet, and this node started less than a timeout ago
 };
 [[nodiscard]] const char* peer_state_name(PeerState state) noexcept;
+// "2000 ms"
+[[nodiscard]] std::string ms_text(collective::Clock::duration d);
 
 class Membership {
   using Deadline = collective::Deadline;

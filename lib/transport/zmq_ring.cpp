@@ -16,10 +16,6 @@ using wire::RingKind;
 // Messages of the next op kept while this node has not begun it.
 constexpr std::size_t kMaxEarly = 1024;
 
-std::string ms_text(Clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
-}
-
 // A ZeroMQ message that shares the bytes (and keeps their owner alive until
 // ZeroMQ has sent them): no copy of chunk payloads on the way out.
 zmq::message_t share(const collective::Bytes& bytes) {
@@ -502,10 +498,8 @@ void ZmqRing::on_abort(const RingHeader& header) {
 void ZmqRing::check_stall(Deadline now, Clock::duration waited) {
   const std::optional<Deadline> since = std::exchange(alive_, now);
   if (!since || now - *since - waited < options_.timeout || listed() == 1) return;
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now - *since - waited).count();
-  const std::string why = "zringd did not run for " + std::to_string(ms) +
-                          " ms (it was stopped or starved), longer than timeout_ms " +
+  const std::string why = "zringd did not run for " + ms_text(now - *since - waited) +
+                          " (it was stopped or starved), longer than timeout_ms " +
                           std::to_string(options_.timeout.count()) +
                           ": the other nodes have dropped this one";
   stall_ = Stall{why, Clock::now()};

@@ -9,6 +9,7 @@
 
 #include "codec/codec.hpp"
 #include "codec_fixtures.hpp"
+#include "support/special_floats.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;
@@ -29,7 +30,7 @@ Affine as_affine(const CompressionMethod& m) {
   return a;
 }
 
-constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+using zring::testing::kNan;
 
 }  // namespace
 

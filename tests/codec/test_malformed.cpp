@@ -13,6 +13,7 @@
 #include "codec/codec.hpp"
 #include "codec/sparse.hpp"
 #include "codec_fixtures.hpp"
+#include "support/special_floats.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;
@@ -73,8 +74,8 @@ bool sparse_rejects(const codec::Codec& c, const Bytes& payload, std::size_t n) 
   return rejected;
 }
 
-constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using zring::testing::kInf;
+using zring::testing::kNan;
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 
 #include "codec/codec.hpp"
 #include "codec_fixtures.hpp"
+#include "support/special_floats.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionKind;
@@ -16,8 +17,8 @@ namespace t = zring::codec::test;
 
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+using zring::testing::kInf;
+using zring::testing::kNan;
 
 }  // namespace
 

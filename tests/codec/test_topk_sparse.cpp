@@ -28,7 +28,7 @@ std::uint32_t key(float v) { return std::bit_cast<std::uint32_t>(v) & 0x7fffffff
 
 // The brute-force reference: every index by key descending, then index
 // ascending; the first k, in index order.
-std::vector<std::uint32_t> reference_topk(const std::vector<float>& x, std::size_t k) {
+std::vector<std::uint32_t> reference_topk_by_bits(const std::vector<float>& x, std::size_t k) {
   std::vector<std::uint32_t> order(x.size());
   std::iota(order.begin(), order.end(), 0u);
   std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
@@ -43,7 +43,7 @@ void check(const std::vector<float>& x, std::size_t k, const char* what) {
   const CompressionMethod m = CompressionMethod::topk(k);
   const auto c = codec::make_codec(m);
   const CompressedGradient g = c->compress(x.data(), x.size(), {});
-  BOOST_TEST((g.indices == reference_topk(x, k)), what << ": n=" << x.size() << " k=" << k);
+  BOOST_TEST((g.indices == reference_topk_by_bits(x, k)), what << ": n=" << x.size() << " k=" << k);
   std::vector<float> values(g.indices.size());
   for (std::size_t j = 0; j < values.size(); ++j) values[j] = x[g.indices[j]];
   BOOST_TEST(t::same_bits(g.values, values), what << ": n=" << x.size() << " k=" << k);

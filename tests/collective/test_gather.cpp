@@ -29,9 +29,9 @@ void three_ops_both_ways(const std::string& method_text, std::size_t nodes, std:
                          const std::function<void(const Rings&)>& check) {
   const CompressionMethod method = CompressionMethod::parse(method_text);
   InprocRing gather_ring(nodes), ring_ring(nodes);
-  using Residuals = std::vector<std::vector<codec::ErrorFeedback>>;
-  Residuals gather_residuals(nodes, std::vector<codec::ErrorFeedback>(local));
-  Residuals ring_residuals = gather_residuals;
+  std::vector<std::vector<codec::ErrorFeedback>> gather_residuals(
+      nodes, std::vector<codec::ErrorFeedback>(local));
+  auto ring_residuals = gather_residuals;
   for (std::uint64_t op = 0; op < 3; ++op) {
     const auto inputs = make_inputs(nodes * local, op, sizes);
     Rings runs;

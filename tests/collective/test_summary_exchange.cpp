@@ -17,23 +17,23 @@ using namespace zring::collective::ring_test;
 namespace {
 
 // Every message a node sent, as the ring's filter saw it.
-struct Sent {
+struct SentMessage {
   std::size_t from;
   ChunkTag tag;
 };
 
-std::vector<Sent> exchange_messages(const std::vector<Sent>& all) {
-  std::vector<Sent> out;
-  for (const Sent& s : all)
+std::vector<SentMessage> exchange_messages(const std::vector<SentMessage>& all) {
+  std::vector<SentMessage> out;
+  for (const SentMessage& s : all)
     if (s.tag.phase == Phase::manifest || s.tag.phase == Phase::blobs) out.push_back(s);
   return out;
 }
 
 // One op of `method` on 4 nodes, recording what each node sent.
-std::vector<Sent> run_recorded(const char* method, std::size_t elements, std::size_t chunk_bytes,
-                               RingRun& run) {
+std::vector<SentMessage> run_recorded(const char* method, std::size_t elements,
+                                      std::size_t chunk_bytes, RingRun& run) {
   InprocRing ring(4);
-  std::vector<Sent> sent;  // the filter runs under the ring's lock
+  std::vector<SentMessage> sent;  // the filter runs under the ring's lock
   ring.set_filter([&](std::size_t from, const Message& m) {
     sent.push_back({from, m.tag});
     return std::vector<Message>{m};
@@ -53,9 +53,10 @@ BOOST_AUTO_TEST_CASE(each_node_sends_its_summary_straight_to_every_other) {
   for (const char* method : {"none", "quant:8", "randomk:10%", "topk:10%"}) {
     BOOST_TEST_CONTEXT(method) {
       RingRun run;
-      const std::vector<Sent> sent = exchange_messages(run_recorded(method, 5000, 4096, run));
+      const std::vector<SentMessage> sent =
+          exchange_messages(run_recorded(method, 5000, 4096, run));
       std::map<std::size_t, std::size_t> summaries;  // per node
-      for (const Sent& s : sent) {
+      for (const SentMessage& s : sent) {
         BOOST_TEST(s.tag.hop == 0u, "node " << s.from << " passed on a message of node "
                                             << s.tag.segment << " (hop " << s.tag.hop << ")");
         BOOST_TEST(s.tag.segment == s.from);
@@ -71,10 +72,11 @@ BOOST_AUTO_TEST_CASE(each_node_sends_its_summary_straight_to_every_other) {
 // the others' on, hop by hop, as far as the node before their origin.
 BOOST_AUTO_TEST_CASE(top_k_frames_beyond_the_window_go_round_the_ring_with_their_summary) {
   RingRun run;
-  const std::vector<Sent> sent = exchange_messages(run_recorded("topk:10%", 40 * 4096, 4096, run));
+  const std::vector<SentMessage> sent =
+      exchange_messages(run_recorded("topk:10%", 40 * 4096, 4096, run));
   std::map<std::pair<std::size_t, std::uint32_t>, std::size_t> summaries;  // (node, hop)
   std::size_t frames = 0;
-  for (const Sent& s : sent) {
+  for (const SentMessage& s : sent) {
     BOOST_TEST(s.tag.hop >= 1u);
     BOOST_TEST(s.tag.hop <= 3u);
     BOOST_TEST(s.tag.segment == (s.from + 4 - (s.tag.hop - 1)) % 4, "from " << s.from);

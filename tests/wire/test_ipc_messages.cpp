@@ -28,7 +28,7 @@ Value ipc_value(IpcKind kind) {
 }
 // A submit's manifest is item 7, its tensors item 1 of that.
 Value& manifest(Value& submit) { return submit[7]; }
-Value& tensors(Value& submit) { return submit[7][1]; }
+Value& submit_tensors(Value& submit) { return submit[7][1]; }
 
 // The whole error text decoding `bytes` throws.
 void expect_error(const Bytes& bytes, const std::string& error) {
@@ -152,19 +152,19 @@ BOOST_AUTO_TEST_CASE(kinds_out_of_range_and_roots_too_short) {
 
 BOOST_AUTO_TEST_CASE(hostile_manifests) {
   Value m = ipc_value(IpcKind::submit);
-  tensors(m)[4][0] = "d.conv";  // a duplicate of tensor 3
+  submit_tensors(m)[4][0] = "d.conv";  // a duplicate of tensor 3
   wt::expect_malformed(ipc, wt::pack_value(m), "duplicate");
   m = ipc_value(IpcKind::submit);
-  std::swap(tensors(m)[0], tensors(m)[1]);
+  std::swap(submit_tensors(m)[0], submit_tensors(m)[1]);
   wt::expect_malformed(ipc, wt::pack_value(m), "sorted");
   m = ipc_value(IpcKind::submit);
-  tensors(m)[5][0] = "";
+  submit_tensors(m)[5][0] = "";
   wt::expect_malformed(ipc, wt::pack_value(m), "empty tensor name");
   m = ipc_value(IpcKind::submit);
-  tensors(m)[3][1] = Value::Array{1ull << 31, 1ull << 31, 1ull << 31, 1ull << 31};
+  submit_tensors(m)[3][1] = Value::Array{1ull << 31, 1ull << 31, 1ull << 31, 1ull << 31};
   wt::expect_malformed(ipc, wt::pack_value(m), "overflows");
   m = ipc_value(IpcKind::submit);
-  tensors(m)[3][2] = 1729;
+  submit_tensors(m)[3][2] = 1729;
   wt::expect_malformed(ipc, wt::pack_value(m), "numel is 1729");
   m = ipc_value(IpcKind::submit);
   m[7] = Value::binary({'h', 'i'});  // IPC messages carry no binaries

@@ -45,26 +45,26 @@ struct Subject {
 
 std::vector<Subject> subjects() {
   std::vector<Subject> out;
-  const auto ring = [](const Bytes& b) {
+  const auto ring_rejects = [](const Bytes& b) {
     return rejected_by(b, wire::decode_ring_header, wire::encode_ring_header);
   };
-  const auto summary = [](const Bytes& b) {
+  const auto summary_rejects = [](const Bytes& b) {
     return rejected_by(b, wire::decode_summary, wire::encode_summary);
   };
-  const auto ipc = [](const Bytes& b) {
+  const auto ipc_rejects = [](const Bytes& b) {
     return rejected_by(b, wire::decode_ipc, wire::encode_ipc);
   };
   for (const wire::RingKind kind : wt::all_ring_kinds())
     out.push_back({"ring header, kind " + std::to_string(static_cast<int>(kind)),
-                   wire::encode_ring_header(wt::sample_ring_header(kind)), ring});
-  out.push_back({"summary", wire::encode_summary(wt::sample_summary()), summary});
+                   wire::encode_ring_header(wt::sample_ring_header(kind)), ring_rejects});
+  out.push_back({"summary", wire::encode_summary(wt::sample_summary()), summary_rejects});
   for (const wire::IpcKind kind : wt::all_ipc_kinds())
     out.push_back({"IPC message, kind " + std::to_string(static_cast<int>(kind)),
-                   wire::encode_ipc(wt::sample_ipc_message(kind)), ipc});
-  const auto trace = [](const Bytes& b) {
+                   wire::encode_ipc(wt::sample_ipc_message(kind)), ipc_rejects});
+  const auto trace_rejects = [](const Bytes& b) {
     return rejected_by(b, wire::decode_trace, wire::encode_trace);
   };
-  out.push_back({"trace", wire::encode_trace(wt::sample_trace()), trace});
+  out.push_back({"trace", wire::encode_trace(wt::sample_trace()), trace_rejects});
   return out;
 }
 
