@@ -117,9 +117,9 @@ class RingWorker {
   std::optional<OpJob> take_ready_job();
   void report_state();
   void execute(OpJob& job);
-  void answer_queued(const Status& failure);
-  void fail_queued_before(std::chrono::steady_clock::time_point noticed,
-                          const std::string& why);  // with mutex_ held
+  void answer_queued(const Status& failure);  // with mutex_ held
+  // Takes mutex_ itself.
+  void fail_queued_before(std::chrono::steady_clock::time_point noticed, const std::string& why);
 
   zmq::context_t& context_;
   const RingConfig& config_;

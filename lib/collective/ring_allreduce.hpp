@@ -56,13 +56,14 @@ class BlockIo {
 // lane may be narrower on the early hops.
 //
 // The direct schedule, for ops whose sums take at most options.direct_bytes
-// on the wire, on 3 nodes or more (not for lanes that round, fp16/bf16): the same segments, chunks
-// and owners (node s - 1 owns segment s), but each node sends its values of
-// a chunk straight to the chunk's owner (Phase::to_owner), which sums them
-// in the ring's order - the same bits - once all are there, and sends the
-// complete sum straight to every other node (Phase::from_owner): two hops
-// instead of 2 (N - 1), the same bytes. A node sends its values in the
-// order it reads them (StagingOrder), the segment it owns last.
+// on the wire, on 3 nodes or more (not for lanes that round, fp16/bf16):
+// the same segments, chunks and owners (node s - 1 owns segment s), but
+// each node sends its values of a chunk straight to the chunk's owner
+// (Phase::to_owner), which sums them in the ring's order - the same bits -
+// once all are there, and sends the complete sum straight to every other
+// node (Phase::from_owner): two hops instead of 2 (N - 1), the same bytes.
+// A node sends its values in the order it reads them (StagingOrder), the
+// segment it owns last.
 //
 // With average_over > 1, result receives the sum divided by average_over
 // (the same bits as dividing afterwards), computed chunk by chunk.

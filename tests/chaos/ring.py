@@ -58,7 +58,8 @@ class Ring:
         # The soak checks every op against the average of all ranks: the ring
         # must not go on without a node (min_nodes is every node).
         lines += [f"local_ranks: {self.local_ranks}", f"timeout_ms: {self.timeout_ms}",
-                  f"heartbeat_ms: {self.heartbeat_ms}", f"min_nodes: {self.nodes}", "log_level: " + os.environ.get("ZRING_CHAOS_LOG_LEVEL", "info"), ""]
+                  f"heartbeat_ms: {self.heartbeat_ms}", f"min_nodes: {self.nodes}",
+                  "log_level: " + os.environ.get("ZRING_CHAOS_LOG_LEVEL", "info"), ""]
         with open(self.config, "w", encoding="utf-8") as f:
             f.write("\n".join(lines))
 

@@ -316,13 +316,15 @@ def one_ring(ring, timeout_s=30.0):
     """Returns once every daemon reports the same ring up, twice in a row."""
     import time
 
-    deadline, seen = time.monotonic() + timeout_s, []
-    while len(seen) < 2 or seen[-1] != seen[-2] or None in seen[-1]:
-        assert time.monotonic() < deadline, f"no one ring after {timeout_s} s: {seen[-2:]}"
+    deadline, last = time.monotonic() + timeout_s, None
+    while True:
         statuses = [zring.daemon_status(ring.ipc(n), 1000) for n in range(ring.nodes)]
-        seen.append(tuple(s["generation"] if s.get("ring_up") else None for s in statuses))
-        if len(set(seen[-1])) != 1:
-            seen[-1] = seen[-1] + (None,)
+        ups = {s["generation"] if s.get("ring_up") else None for s in statuses}
+        now = ups.pop() if len(ups) == 1 else None  # the one generation all are up in
+        if now is not None and now == last:
+            return
+        assert time.monotonic() < deadline, f"no one ring after {timeout_s} s: {statuses}"
+        last = now
         time.sleep(0.3)
 
 
