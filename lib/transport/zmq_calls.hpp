@@ -32,16 +32,16 @@ decltype(auto) retry_interrupted(Call&& call) {
 // zmq::poll that goes on sleeping until something is ready or the time is up.
 inline int poll_items(zmq::pollitem_t* items, std::size_t count,
                       std::chrono::milliseconds timeout) {
-  using Clock = std::chrono::steady_clock;
-  const auto until = Clock::now() + timeout;
+  const auto until = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     try {
       return zmq::poll(items, count, timeout);
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) throw;
     }
-    timeout = std::max(std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()),
-                       std::chrono::milliseconds(0));
+    timeout = std::max(
+        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()),
+        std::chrono::milliseconds(0));
   }
 }
 
