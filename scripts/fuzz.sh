@@ -6,8 +6,9 @@
 # in git (and a later local run starts from it).
 # Exits non-zero on any crash, leak, sanitizer report, timeout or
 # out-of-memory, naming the input that reproduces it (docs/fuzzing.md).
-# The targets run side by side, FUZZ_JOBS at a time (default: all of them). FUZZ_TARGETS="fuzz_wire ..." runs only those; FUZZ_BUILD_DIR moves the
-# build; arguments go to every fuzzer (for example -jobs=2 -workers=2).
+# The targets run side by side, FUZZ_JOBS at a time (default: all of
+# them). FUZZ_TARGETS="fuzz_wire ..." runs only those; FUZZ_BUILD_DIR moves
+# the build; arguments go to every fuzzer (for example -jobs=2 -workers=2).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}

@@ -128,6 +128,7 @@ std::vector<float> values_of(std::size_t n, std::size_t node) {
 
 // The two schedules of a dense op (ring_allreduce.hpp): RingOptions::direct_bytes.
 const std::vector<std::size_t> kSchedules{0, std::size_t{1} << 30};
+const char* schedule_name(std::size_t direct_bytes) { return direct_bytes ? "direct" : "ring"; }
 
 // The ring sizes of the staged cases. Under TSan, where each op of these
 // takes seconds, one node (the path without a ring) and four (both
@@ -138,7 +139,6 @@ const std::vector<std::size_t> kStagedNodes{1, 4};
 #else
 const std::vector<std::size_t> kStagedNodes{1, 2, 3, 4};
 #endif
-const char* schedule_name(std::size_t direct_bytes) { return direct_bytes ? "direct" : "ring"; }
 
 // One op of `method` on every node; staged when `staged`. Returns the results.
 // With `lazy`, no feeder: each value comes in when the ring waits for it.
