@@ -5,7 +5,6 @@
 // nonzero, means every nonzero and then the first zeros in index order.
 // Each value comes back with its own bits (a kept -0 stays -0).
 #include <algorithm>
-#include <bit>
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <limits>
@@ -16,6 +15,7 @@
 #include "codec/codec.hpp"
 #include "codec/sparse.hpp"
 #include "codec_fixtures.hpp"
+#include "support/reference.hpp"
 
 using zring::CompressedGradient;
 using zring::CompressionMethod;
@@ -24,26 +24,13 @@ namespace t = zring::codec::test;
 
 namespace {
 
-std::uint32_t key(float v) { return std::bit_cast<std::uint32_t>(v) & 0x7fffffffu; }
-
-// The brute-force reference: every index by key descending, then index
-// ascending; the first k, in index order.
-std::vector<std::uint32_t> reference_topk_by_bits(const std::vector<float>& x, std::size_t k) {
-  std::vector<std::uint32_t> order(x.size());
-  std::iota(order.begin(), order.end(), 0u);
-  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return key(x[a]) != key(x[b]) ? key(x[a]) > key(x[b]) : a < b;
-  });
-  order.resize(k);
-  std::sort(order.begin(), order.end());
-  return order;
-}
-
 void check(const std::vector<float>& x, std::size_t k, const char* what) {
   const CompressionMethod m = CompressionMethod::topk(k);
   const auto c = codec::make_codec(m);
   const CompressedGradient g = c->compress(x.data(), x.size(), {});
-  BOOST_TEST((g.indices == reference_topk_by_bits(x, k)), what << ": n=" << x.size() << " k=" << k);
+  // The brute-force reference (tests/support/reference.hpp).
+  BOOST_TEST((g.indices == zring::testing::topk_by_bits(x, k)),
+             what << ": n=" << x.size() << " k=" << k);
   std::vector<float> values(g.indices.size());
   for (std::size_t j = 0; j < values.size(); ++j) values[j] = x[g.indices[j]];
   BOOST_TEST(t::same_bits(g.values, values), what << ": n=" << x.size() << " k=" << k);

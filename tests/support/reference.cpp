@@ -1,6 +1,7 @@
 #include "reference.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -269,6 +270,20 @@ std::string check_randomk(const CompressionMethod& method, const TensorMap& resu
              std::to_string(method.kept_for(tensor.numel()));
   }
   return "";
+}
+
+std::vector<std::uint32_t> topk_by_bits(const std::vector<float>& x, std::size_t k) {
+  const auto key = [&](std::uint32_t i) {
+    return std::bit_cast<std::uint32_t>(x[i]) & 0x7fffffffu;
+  };
+  std::vector<std::uint32_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return key(a) != key(b) ? key(a) > key(b) : a < b;
+  });
+  order.resize(k);
+  std::sort(order.begin(), order.end());
+  return order;
 }
 
 }  // namespace zring::testing

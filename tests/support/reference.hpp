@@ -60,4 +60,9 @@ Comparison compare(const TensorMap& result, const Expected& expected);
 std::string check_randomk(const CompressionMethod& method, const TensorMap& result,
                           const std::vector<TensorMap>& ranks);
 
+// The indices topk keeps of x, brute force: every index by key descending
+// (|x| as a bit pattern, so nan above inf, +0 == -0 and nans by payload),
+// then index ascending; the first k, in index order.
+std::vector<std::uint32_t> topk_by_bits(const std::vector<float>& x, std::size_t k);
+
 }  // namespace zring::testing
