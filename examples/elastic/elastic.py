@@ -29,9 +29,9 @@ The digits MLP computes a step in about a millisecond; each step also waits
 --step-ms (25 ms), standing in for the compute of a model worth a ring.
 So that the returning node always finds the others still training, however
 long its worker takes to import torch on a busy machine, the others wait at
-the --back-at step until its zringd has been started again (the launcher
-says so with the file "go" in the results; before that, "hold" names the
-step to wait at).
+the --back-at step until its zringd has been started again and the ring
+has taken it in (the launcher says so with the file "go" in the results;
+before that, "hold" names the step to wait at).
 """
 
 import argparse
@@ -194,6 +194,21 @@ def read_progress(results, node):
         return 0
 
 
+def tail(path, lines=12):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError as e:
+        return f"({e})\n"
+
+
+def what_went_wrong(results, ring, node):
+    """A failed worker's log, its last events and its zringd's last lines."""
+    return (tail(os.path.join(results, f"worker{node}.log"))
+            + f"its last events:\n{tail(os.path.join(results, f'events{node}.jsonl'))}"
+            + f"its zringd's last lines:\n{tail(ring.log_path(node), 20)}")
+
+
 def wait_ready(results, node, process):
     deadline = time.monotonic() + 120
     while not os.path.exists(os.path.join(results, f"ready{node}")):
@@ -239,8 +254,8 @@ def one_run(args, data, results, disturb):
                       for n in range(NODES)):
             for node, p in workers.items():
                 if p.poll() not in (None, 0):
-                    with open(os.path.join(results, f"worker{node}.log")) as f:
-                        raise Stop(f"worker {node} exited with {p.poll()}:\n{f.read()}")
+                    raise Stop(f"worker {node} exited with {p.poll()}:\n"
+                               + what_went_wrong(results, ring, node))
             step = read_progress(results, 0)
             if disturb and not killed and step >= args.kill_at * args.steps:
                 ring.daemons[VICTIM].send_signal(signal.SIGKILL)
@@ -262,9 +277,17 @@ def one_run(args, data, results, disturb):
             if disturb and killed and not back and step >= args.back_at * args.steps:
                 wait_ready(results, VICTIM, workers[VICTIM])
                 ring.start_node(VICTIM)
+                note(f"step {step}: started {ring.name(VICTIM)}'s zringd again (a new worker waits for it)")
+                # The others go on only once the ring has taken the node in:
+                # a coordinator that passes a slow starter over does so for
+                # 10 x timeout_ms, longer than the steps that are left.
+                try:
+                    ring.wait_members(NODES, timeout_s=30 * TIMEOUT_MS / 1000)
+                except RuntimeError as e:
+                    raise Stop(f"{ring.name(VICTIM)} was not taken in again: {e}")
                 open(os.path.join(results, "go"), "w").close()
                 back = True
-                note(f"step {step}: started {ring.name(VICTIM)}'s zringd again (a new worker waits for it)")
+                note(f"{ring.name(VICTIM)} is in the ring again; the others go on")
             time.sleep(0.05)
     finally:
         for p in workers.values():

@@ -196,6 +196,29 @@ class LocalRing:
                                        f"{self.name(n)}:\n{self.log(n)}")
                 time.sleep(0.05)
 
+    def wait_members(self, count, timeout_s=60.0):
+        """Returns once every running daemon reports the ring up with count
+        members; RuntimeError naming what the last status said otherwise."""
+        deadline = time.monotonic() + timeout_s
+        running = [n for n, d in enumerate(self.daemons) if d is not None and d.poll() is None]
+        for n in running:
+            last = None
+            while True:
+                try:
+                    last = daemon_status(self.ipc(n), 500)
+                except Error as e:
+                    last = {"error": str(e)}
+                if last.get("ring_up") and len(last.get("ring_members", [])) == count:
+                    break
+                if self.daemons[n].poll() is not None:
+                    raise RuntimeError(f"zringd {self.name(n)} exited; its log:\n{self.log(n)}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"no ring of {count} after {timeout_s} s: {self.name(n)} reports "
+                        f"ring_up={last.get('ring_up')}, members={last.get('ring_members')}, "
+                        f"last change: {last.get('last_change') or last.get('error')}")
+                time.sleep(0.05)
+
     def stop_node(self, node):
         stop(self.daemons[node])
 
