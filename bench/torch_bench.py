@@ -109,6 +109,9 @@ def parse_args(argv):
     p.add_argument("--held-out", type=int, default=2048, help="ddp: held-out samples (default 2048)")
     p.add_argument("--target-loss", type=float, default=0.5,
                    help="ddp: report the time until the smoothed training loss is this low")
+    p.add_argument("--target-accuracy", type=float,
+                   help="ddp: report the time until the smoothed training accuracy is this high, "
+                        "0..1 (default: what DDP over gloo has at its last step)")
     p.add_argument("--window", type=int, default=20, help="ddp: steps in the smoothed loss")
     p.add_argument("--threads", type=int_list, default=[0],
                    help="torch intra-op threads per rank, a list (0: torch's default)")
@@ -297,6 +300,7 @@ class TorchBench:
                 self.rows.append(dict(base, **row, load_after=load()))
                 if curve:
                     self.curves[label] = curve
+                torch_stats.time_to_accuracy(self.rows, self.curves, a.target_accuracy)
                 self.log(f"{label}: {time.monotonic() - t0:.0f} s, median step "
                          f"{row.get('step_med_s', 0) * 1e3:.0f} ms (load {base['load_before']} -> "
                          f"{load()})")
@@ -309,7 +313,8 @@ class TorchBench:
         with open(os.path.join(self.out, "report.md"), "w") as f:
             f.write(torch_report.markdown(self.a, self.meta, self.rows))
         if self.curves:
-            torch_report.plot_loss(self.out, self.curves, self.a.target_loss, self.net_name)
+            goal = next((r["target_accuracy"] for r in self.rows if "target_accuracy" in r), None)
+            torch_report.plot_loss(self.out, self.curves, self.a.target_loss, self.net_name, goal)
         if os.path.dirname(self.out) == os.path.join(ROOT, "results"):
             latest = os.path.join(ROOT, "results", "latest-torch")
             try:

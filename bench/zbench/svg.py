@@ -40,7 +40,18 @@ def _log_ticks(lo, hi):
     return ticks
 
 
+def _linear_step(hi):
+    """A round tick step (1, 2 or 5 x 10^k) giving at most 6 steps up to hi."""
+    step = 10 ** math.floor(math.log10(hi / 6)) if hi > 0 else 1
+    for m in (1, 2, 5, 10):
+        if hi / (step * m) <= 6:
+            return step * m
+    return step * 10
+
+
 def _fmt(v):
+    if v == 0:
+        return "0"
     if v >= 1000 or v < 0.01:
         return f"{v:.0e}".replace("e+0", "e").replace("e-0", "e-")
     return f"{v:g}"
@@ -57,7 +68,8 @@ def plot(path, title, series, x_label, y_label, log_x=True, log_y=True, x_ticks=
     if log_y:
         y_lo, y_hi = y_lo / 1.5, y_hi * 1.5
     else:
-        y_lo, y_hi = 0, y_hi * 1.1
+        y_step = _linear_step(y_hi * 1.1)
+        y_lo, y_hi = 0, y_step * math.ceil(y_hi * 1.1 / y_step)
     x_lo, x_hi = min(xs), max(xs)
     if x_lo == x_hi:
         x_lo, x_hi = (x_lo / 2, x_hi * 2) if log_x else (x_lo - 1, x_hi + 1)
@@ -67,7 +79,8 @@ def plot(path, title, series, x_label, y_label, log_x=True, log_y=True, x_ticks=
            f'font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
            f'<text x="{W / 2}" y="24" text-anchor="middle" font-size="15">{escape(title)}</text>']
-    y_ticks = _log_ticks(y_lo, y_hi) if log_y else [y_hi * i / 5 for i in range(6)]
+    y_ticks = _log_ticks(y_lo, y_hi) if log_y else \
+        [y_step * i for i in range(round(y_hi / y_step) + 1)]
     for v in y_ticks:
         y = ay(v)
         out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')

@@ -52,6 +52,15 @@ def _pct(v):
     return "" if v is None else f"{100 * v:.1f}%"
 
 
+def _reached(r):
+    """Time and steps to the target accuracy (ddp_table)."""
+    if r.get("target_accuracy") is None:
+        return ""
+    if r.get("time_to_accuracy_s") is None:
+        return "not reached"
+    return f"{r['time_to_accuracy_s']:.1f} ({r['steps_to_accuracy']})"
+
+
 def _mb(v):
     return "" if v is None else f"{v / 1e6:.2f}"
 
@@ -81,18 +90,20 @@ def ddp_table(rows):
     body = []
     for r in rows:
         if r.get("error"):
-            body.append([r["label"], "FAILED: " + r["error"]] + [""] * 8)
+            body.append([r["label"], "FAILED: " + r["error"]] + [""] * 10)
             continue
         g = gloo.get((r["threads_set"], r["bucket_cap_mb"]))
         body.append([
             r["label"], _ms(r["step_med_s"]),
             f"{r['step_med_s'] / g['step_med_s']:.2f}" if g else "",
             f"{_ms(r['forward_med_s'])} / {_ms(r['backward_med_s'])} / {_ms(r['optimizer_med_s'])}",
-            _s(r["time_to_target_s"]), f"{r['final_loss']:.3f}", _pct(r.get("held_out_accuracy")),
+            _s(r["time_to_target_s"]), _reached(r), f"{r['final_loss']:.3f}",
+            _pct(r.get("final_train_accuracy")), _pct(r.get("held_out_accuracy")),
             _mb(r.get("wire_bytes_per_step")), "yes" if r.get("same_weights") else "NO",
             r.get("threads", "")])
     return _table(["variant", "step ms (median)", "vs gloo", "fwd / bwd / opt ms",
-                   "s to target", "final loss", "held-out acc", "MB/step on wire",
+                   "s to target", "s (steps) to target acc", "final loss", "train acc",
+                   "held-out acc", "MB/step on wire",
                    "same weights", "torch threads"], body)
 
 
@@ -148,6 +159,12 @@ def markdown(args, meta, rows):
     out += [f"{args.steps} steps of batch {args.batch} per rank (global {args.batch * args.ranks}); "
             "step time: per step the slowest rank's, median over steps. Time to target: until "
             f"the mean loss over the last {args.window} steps is <= {args.target_loss}. "
+            f"To target acc: until the training accuracy over the last {args.window} steps "
+            "first reaches "
+            + (f"{args.target_accuracy:.1%}" if args.target_accuracy is not None
+               else "what gloo has at its last step")
+            + f" (train acc: that accuracy at the last step; held-out acc: rank 0's model on "
+            "held-out samples). "
             "MB/step on wire: what the rank's node sent (zring's traffic).", "",
             ddp_table(rows), ""]
     hook = hook_table(rows)
@@ -179,7 +196,9 @@ def _ticks(hi, n=6):
     return [i * step for i in range(int(hi / step) + 1)]
 
 
-def plot_loss(out_dir, curves, target, network):
+def plot_loss(out_dir, curves, target, network, goal=None):
+    """loss.svg and loss-by-step.svg (target: the loss target), and
+    accuracy.svg (goal: the accuracy target, or None)."""
     series = []
     for label, c in curves.items():
         series.append((label, list(zip(c["time_s"], c["loss"])), label.startswith("gloo")))
@@ -190,6 +209,14 @@ def plot_loss(out_dir, curves, target, network):
              series, "time (s)", "training loss", log_x=False, log_y=True,
              x_ticks=[(t, f"{t:g}") for t in _ticks(hi) if t >= lo],
              hlines=[(f"target {target:g}", target)])
+    accuracy = [(label, list(zip(c["time_s"], c["accuracy"])), label.startswith("gloo"))
+                for label, c in curves.items() if "accuracy" in c]
+    if accuracy:
+        svg.plot(os.path.join(out_dir, "accuracy.svg"),
+                 f"DDP training accuracy (trailing mean) against time, {network} (dashed: gloo)",
+                 accuracy, "time (s)", "training accuracy", log_x=False, log_y=False,
+                 x_ticks=[(t, f"{t:g}") for t in _ticks(hi) if t >= lo],
+                 hlines=[(f"target {goal:.1%}", goal)] if goal is not None else [])
     step_series = [(label, list(zip(c["step"], c["loss"])), label.startswith("gloo"))
                    for label, c in curves.items()]
     n = max(max(c["step"]) for c in curves.values())

@@ -144,8 +144,32 @@ def summarize_ddp(directory, ranks, target_loss, window, batch):
         row["ops_per_step"] = statistics.mean(recs[r]["ops"] for r in range(ranks)) / n
     row.update(hook_breakdown(recs, ranks, n))
     row.update(cpu_breakdown(recs, ranks, n, t_end[-1]))
-    curve = {"time_s": t_end, "loss": smooth, "step": list(range(1, n + 1))}
+    curve = {"time_s": t_end, "loss": smooth, "accuracy": smooth_acc, "step": list(range(1, n + 1))}
     return row, curve
+
+
+def time_to_accuracy(rows, curves, target=None):
+    """Time to a fixed accuracy, the one that matters when compression slows
+    learning per step: for every row that has a curve, until its trailing
+    training accuracy first reaches `target` or, without one, what DDP over
+    gloo had at its last step in the row's (threads, bucket cap) setting.
+    Adds target_accuracy, time_to_accuracy_s and steps_to_accuracy (None:
+    not reached within the steps)."""
+    gloo_end = {}
+    for r in rows:
+        c = curves.get(r.get("label"))
+        if r.get("variant") == "gloo" and c:
+            gloo_end[(r["threads_set"], r["bucket_cap_mb"])] = c["accuracy"][-1]
+    for r in rows:
+        c = curves.get(r.get("label"))
+        goal = target if target is not None else \
+            gloo_end.get((r.get("threads_set"), r.get("bucket_cap_mb")))
+        if not c or goal is None:
+            continue
+        reach = next((i for i, a in enumerate(c["accuracy"]) if a >= goal), None)
+        r["target_accuracy"] = goal
+        r["time_to_accuracy_s"] = c["time_s"][reach] if reach is not None else None
+        r["steps_to_accuracy"] = reach + 1 if reach is not None else None
 
 
 def hook_breakdown(recs, ranks, n):
