@@ -278,9 +278,10 @@ def one_run(args, data, results, disturb):
                 wait_ready(results, VICTIM, workers[VICTIM])
                 ring.start_node(VICTIM)
                 note(f"step {step}: started {ring.name(VICTIM)}'s zringd again (a new worker waits for it)")
-                # The others go on only once the ring has taken the node in:
-                # a coordinator that passes a slow starter over does so for
-                # 10 x timeout_ms, longer than the steps that are left.
+                # The others go on only once the ring has taken the node in,
+                # so they cannot finish before it is back: a coordinator may
+                # pass a slow starter over for 10 x timeout_ms, longer than
+                # the steps that are left take.
                 try:
                     ring.wait_members(NODES, timeout_s=30 * TIMEOUT_MS / 1000)
                 except RuntimeError as e:
