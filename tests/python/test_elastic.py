@@ -155,3 +155,18 @@ def one_round_in_place(conns, grads):
         return "ok"
 
     return on_every_rank(conns, call)
+
+
+def test_wait_members_returns_once_a_restarted_node_is_taken_in_and_names_a_ring_never_formed(
+        local_ring):
+    ring = local_ring(3, timeout_ms=1000, heartbeat_ms=100)  # min_nodes: 2 of 3
+    ring.stop_node(2)
+    ring.wait_members(2, timeout_s=60)
+    assert sorted(zring.daemon_status(ring.ipc(0))["ring_members"]) == ["n0", "n1"]
+    ring.start_node(2)
+    ring.wait_members(3, timeout_s=60)
+    for n in range(3):
+        assert zring.daemon_status(ring.ipc(n))["ring_members"] == ["n0", "n1", "n2"]
+    with pytest.raises(RuntimeError, match=r"no ring of 4 after 0\.5 s: n0 reports ring_up=True, "
+                                           r"members=\['n0', 'n1', 'n2'\]"):
+        ring.wait_members(4, timeout_s=0.5)
