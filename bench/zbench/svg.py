@@ -43,10 +43,10 @@ def _log_ticks(lo, hi):
 def _linear_step(hi):
     """A round tick step (1, 2 or 5 x 10^k) giving at most 6 steps up to hi."""
     step = 10 ** math.floor(math.log10(hi / 6)) if hi > 0 else 1
-    for m in (1, 2, 5, 10):
+    for m in (1, 2, 5):
         if hi / (step * m) <= 6:
             return step * m
-    return step * 10
+    return step * 10  # hi / 6 < 10 x step
 
 
 def _fmt(v):

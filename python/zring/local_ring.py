@@ -178,46 +178,44 @@ class LocalRing:
                     raise
                 # Most likely a port taken between the check and the bind: retry.
 
-    def is_up(self, node):
+    def _status(self, node):
         try:
-            return bool(daemon_status(self.ipc(node), 500).get("ring_up"))
-        except Error:
-            return False
+            return daemon_status(self.ipc(node), 500)
+        except Error as e:
+            return {"error": str(e)}
 
-    def wait_up(self, timeout_s=60.0):
-        """Returns once every daemon reports the ring up; RuntimeError otherwise."""
+    def is_up(self, node):
+        return bool(self._status(node).get("ring_up"))
+
+    def _wait_each(self, nodes, ready, timeout_s, timed_out):
+        """Waits until ready(status) holds for each of nodes in turn;
+        RuntimeError when one exits, or timed_out(node, its last status)
+        once timeout_s has passed."""
         deadline = time.monotonic() + timeout_s
-        for n in range(self.nodes):
-            while not self.is_up(n):
+        for n in nodes:
+            while not ready(status := self._status(n)):
                 if self.daemons[n] is None or self.daemons[n].poll() is not None:
                     raise RuntimeError(f"zringd {self.name(n)} exited; its log:\n{self.log(n)}")
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"the ring is not up after {timeout_s} s; log of "
-                                       f"{self.name(n)}:\n{self.log(n)}")
+                    raise RuntimeError(timed_out(n, status))
                 time.sleep(0.05)
+
+    def wait_up(self, timeout_s=60.0):
+        """Returns once every daemon reports the ring up; RuntimeError otherwise."""
+        self._wait_each(range(self.nodes), lambda s: bool(s.get("ring_up")), timeout_s,
+                        lambda n, _: f"the ring is not up after {timeout_s} s; log of "
+                                     f"{self.name(n)}:\n{self.log(n)}")
 
     def wait_members(self, count, timeout_s=60.0):
         """Returns once every running daemon reports the ring up with count
         members; RuntimeError naming what the last status said otherwise."""
-        deadline = time.monotonic() + timeout_s
         running = [n for n, d in enumerate(self.daemons) if d is not None and d.poll() is None]
-        for n in running:
-            last = None
-            while True:
-                try:
-                    last = daemon_status(self.ipc(n), 500)
-                except Error as e:
-                    last = {"error": str(e)}
-                if last.get("ring_up") and len(last.get("ring_members", [])) == count:
-                    break
-                if self.daemons[n].poll() is not None:
-                    raise RuntimeError(f"zringd {self.name(n)} exited; its log:\n{self.log(n)}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"no ring of {count} after {timeout_s} s: {self.name(n)} reports "
-                        f"ring_up={last.get('ring_up')}, members={last.get('ring_members')}, "
-                        f"last change: {last.get('last_change') or last.get('error')}")
-                time.sleep(0.05)
+        self._wait_each(
+            running, lambda s: bool(s.get("ring_up")) and len(s.get("ring_members", [])) == count,
+            timeout_s,
+            lambda n, s: f"no ring of {count} after {timeout_s} s: {self.name(n)} reports "
+                         f"ring_up={s.get('ring_up')}, members={s.get('ring_members')}, "
+                         f"last change: {s.get('last_change') or s.get('error')}")
 
     def stop_node(self, node):
         stop(self.daemons[node])
