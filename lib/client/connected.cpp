@@ -1,35 +1,26 @@
 // connected.cpp - CompressedAllReduce joined to a zringd over IPC.
 //
-// One DEALER socket to the daemon's ROUTER. Every request carries an id and
-// every reply echoes it, so a late reply to a request that already timed
-// out is recognised and ignored. The deadline is one of silence: while an
-// op runs the daemon sends a keepalive every heartbeat, so a long op on a
-// slow ring is fine, and a daemon that froze is noticed within
-// options.timeout. One that died is noticed at once: its end of the socket
-// closes (DaemonWatch), and a request that went out on that connection
-// fails with peer_lost, as does one sent after it closed to a daemon that
-// does not come back within a second.
+// Requests and their replies go over a DaemonChannel (daemon_channel.hpp),
+// large values through a SharedBuffer (shared_buffer.hpp). Connected makes
+// the ops out of them: which way each op's values travel, when an op is
+// submitted again, and what the ops count.
 #include <sys/mman.h>
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <limits>
 #include <optional>
-#include <type_traits>
-#include <variant>
 #include <zmq.hpp>
 #include <zring/error.hpp>
 
-#include "client/daemon_watch.hpp"
+#include "client/daemon_channel.hpp"
 #include "client/impl.hpp"
 #include "client/local_aggregator.hpp"
+#include "client/shared_buffer.hpp"
 #include "client/staged_transfer.hpp"
 #include "client/tensor_views.hpp"
 #include "transport/shared_region.hpp"
 #include "transport/staging_board.hpp"
-#include "transport/zmq_calls.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::client {
@@ -37,24 +28,6 @@ namespace {
 
 // Values of at least this size travel through the shared buffer.
 constexpr std::size_t kSharedBytes = 256 * 1024;
-
-using Clock = std::chrono::steady_clock;
-
-std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
-
-// An ipc:// endpoint whose socket file is missing cannot be served: say so
-// at once instead of waiting for the timeout.
-void check_endpoint(const std::string& endpoint) {
-  const std::string prefix = "ipc://";
-  if (endpoint.rfind(prefix, 0) != 0) return;
-  const std::string path = endpoint.substr(prefix.size());
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    throw Error(ErrorCode::connection_failed,
-                "connect: no zringd socket at " + path + " (" + std::strerror(errno) +
-                    "); is zringd running with `ipc: " + endpoint + "` in its config?");
-  }
-}
 
 // Result values of an op through the shared buffer: faulted in on huge
 // pages where the kernel offers them (a 64 MiB result takes 32 faults, not
@@ -84,10 +57,6 @@ std::vector<TensorIo> tensor_ios(const TensorMap& gradients, TensorMap* out) {
   return ios;
 }
 
-// The largest frame a client accepts from zringd (ZMQ_MAXMSGSIZE): values
-// below the shared-buffer threshold, and headers naming many tensors.
-constexpr std::size_t kMaxReplyBytes = std::size_t{256} << 20;
-
 // What an op is: an all-reduce with the object's method, or a broadcast.
 struct OpSpec {
   wire::OpKind kind = wire::OpKind::all_reduce;
@@ -97,33 +66,14 @@ struct OpSpec {
 class Connected final : public CompressedAllReduce::Impl {
  public:
   Connected(const std::string& endpoint, CompressionMethod method, const ConnectOptions& options)
-      : endpoint_(endpoint),
-        options_(options),
-        socket_(context_, zmq::socket_type::dealer),
+      : options_(options),
         local_(method, 1),
-        method_(std::move(method)) {
-    check_endpoint(endpoint);
-    socket_.set(zmq::sockopt::linger, 0);
-    // Large values travel in the shared buffer: no reply needs more.
-    socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(kMaxReplyBytes));
-    try {
-      transport::retry_interrupted([&] { socket_.connect(endpoint); });
-    } catch (const zmq::error_t& e) {
-      throw Error(ErrorCode::invalid_argument,
-                  "connect: '" + endpoint + "' is not an endpoint ZeroMQ can connect to (" +
-                      e.what() +
-                      "); zringd's is the `ipc:` of its config, for example "
-                      "ipc:///run/zring/zring.sock");
-    }
+        method_(std::move(method)),
+        channel_(endpoint, options.timeout, [this] { buffer_.give_up(); }) {
     hello();
     local_ = LocalAggregator(method_, world_size_);
   }
 
-  // The SharedTensors in this object's buffer are no longer where a zringd
-  // looks for this process: zero_copy() says so from now on.
-  ~Connected() override {
-    if (const auto tensors = lent_.lock()) tensors->current = false;
-  }
   Connected(const Connected&) = delete;
   Connected& operator=(const Connected&) = delete;
 
@@ -185,13 +135,12 @@ class Connected final : public CompressedAllReduce::Impl {
       return storage;
     }
     attach(storage->elements * sizeof(float), false);
-    storage->place_in(region_);
-    lent_ = storage;
+    buffer_.lend(storage);
     return storage;
   }
 
   void all_reduce_in_place(SharedTensors::Storage& tensors) override {
-    if (!(tensors.current && tensors.region && tensors.region == region_)) {
+    if (!(tensors.current && tensors.region && tensors.region == buffer_.region())) {
       // Not (or no longer) where zringd looks: staged like caller memory.
       TensorViews views;
       for (const auto& [name, shape] : tensors.shapes)
@@ -201,14 +150,14 @@ class Connected final : public CompressedAllReduce::Impl {
     }
     wire::Submit request = submit_for(tensors.shapes, {});
     request.values = wire::ValuesIn::shared_buffer;
-    Reply<wire::Result> reply;
+    DaemonChannel::Reply<wire::Result> reply;
     try {
-      reply = call<wire::Result>(request, std::nullopt);
+      reply = channel_.call<wire::Result>(request, std::nullopt);
     } catch (const Error& e) {
-      if (e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
+      if (!channel_.daemon_restarted(e)) throw;
       // The daemon restarted: its buffer went with it. Greet the new one and
       // go through a copy this time (the values are still untouched).
-      drop_region();
+      buffer_.drop();
       hello();
       all_reduce_in_place(tensors);
       return;
@@ -285,16 +234,18 @@ class Connected final : public CompressedAllReduce::Impl {
     Attempts attempts(*this);
     for (bool staged_once = false;; staged_once = true) {
       // Never over the values of the SharedTensors that hold the buffer.
-      if (!region_ || region_->size() < bytes || lent()) attach(bytes, true);
-      transport::StagingBoard& board = transport::board_of(*region_);
+      if (!buffer_.region() || buffer_.region()->size() < bytes || buffer_.lent())
+        attach(bytes, true);
+      transport::SharedRegion& region = *buffer_.region();
+      transport::StagingBoard& board = transport::board_of(region);
       board.reset();
-      StagedTransfer transfer(ios, reinterpret_cast<float*>(region_->data()), board, order);
-      const std::uint64_t id = send_request(request, std::nullopt);
+      StagedTransfer transfer(ios, reinterpret_cast<float*>(region.data()), board, order);
+      const std::uint64_t id = channel_.send_request(request, std::nullopt);
       transfer.stage();
       if (!staged_once) after_staging();
-      Reply<wire::Result> reply;
+      DaemonChannel::Reply<wire::Result> reply;
       try {
-        reply = await<wire::Result>(id, false, keep_inputs ? nullptr : &transfer);
+        reply = channel_.await<wire::Result>(id, false, keep_inputs ? nullptr : &transfer);
       } catch (const Error& e) {
         // Only while the caller's values are as they were.
         if ((in_place && transfer.copied_any()) || !attempts.again(e)) throw;
@@ -323,10 +274,9 @@ class Connected final : public CompressedAllReduce::Impl {
         if (c_.options_.on_ring_change) c_.options_.on_ring_change(e);
         return true;
       }
-      if (greeted_ || e.code() != ErrorCode::connection_failed || c_.last_reply_was_silence_)
-        return false;
+      if (greeted_ || !c_.channel_.daemon_restarted(e)) return false;
       greeted_ = true;
-      c_.drop_region();
+      c_.buffer_.drop();
       c_.hello();
       return true;
     }
@@ -373,9 +323,9 @@ class Connected final : public CompressedAllReduce::Impl {
       for (const TensorIo& io : ios)
         if (io.numel != 0)
           std::memcpy(data.data<float>() + io.offset, io.in, io.numel * sizeof(float));
-      Reply<wire::Result> reply;
+      DaemonChannel::Reply<wire::Result> reply;
       try {
-        reply = call<wire::Result>(request, std::move(data));
+        reply = channel_.call<wire::Result>(request, std::move(data));
       } catch (const Error& e) {
         if (!attempts.again(e)) throw;
         continue;
@@ -396,230 +346,38 @@ class Connected final : public CompressedAllReduce::Impl {
   void hello() {
     wire::Hello request;
     request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
-    const wire::Welcome welcome = call<wire::Welcome>(request, std::nullopt).message;
+    const wire::Welcome welcome = channel_.call<wire::Welcome>(request, std::nullopt).message;
     world_size_ = listed_world_ = welcome.world_size;
     rank_ = listed_rank_ = welcome.rank;
     local_ranks_ = std::max<std::size_t>(welcome.local_ranks, 1);
-    node_ = welcome.node;
+    channel_.set_node(welcome.node);
   }
 
-  // Lets go of the buffer (zringd takes another or has lost it); the
-  // SharedTensors standing in it, if any, go through a copy from now on.
-  void drop_region() {
-    if (const auto tensors = lent_.lock()) tensors->current = false;
-    lent_.reset();
-    region_.reset();
-  }
-
-  // Whether the buffer is the one a live SharedTensors stands in.
-  bool lent() const {
-    const auto tensors = lent_.lock();
-    return tensors && tensors->current && tensors->region == region_;
-  }
-
-  // A new shared buffer, which zringd takes for this rank instead of the
-  // last. With room, it has room to grow, so slightly larger ops do not need
-  // another one. A zringd that restarted since the hello does not know
-  // this process: it is greeted again, once (else every later large op
-  // would fail the same way, its buffer asked for before any retry).
+  // A new shared buffer (SharedBuffer::attach). A zringd that restarted
+  // since the hello does not know this process: it is greeted again, once
+  // (else every later large op would fail the same way, its buffer asked
+  // for before any retry).
   void attach(std::size_t bytes, bool room) {
-    drop_region();
-    wire::Attach request;
-    request.local_rank = static_cast<std::uint32_t>(options_.local_rank);
-    request.bytes = room ? std::bit_ceil(bytes) : bytes;
-    Reply<wire::Attached> reply;
+    const auto local_rank = static_cast<std::uint32_t>(options_.local_rank);
     try {
-      reply = call<wire::Attached>(request, std::nullopt);
+      buffer_.attach(channel_, local_rank, bytes, room);
     } catch (const Error& e) {
-      if (e.code() != ErrorCode::connection_failed || last_reply_was_silence_) throw;
+      if (!channel_.daemon_restarted(e)) throw;
       hello();
-      reply = call<wire::Attached>(request, std::nullopt);
-    }
-    region_ = transport::SharedRegion::open(reply.message.path, reply.message.bytes);
-  }
-
-  // A reply of the kind Answer and the frame after it (empty if none).
-  template <class Answer>
-  struct Reply {
-    Answer message;
-    zmq::message_t data;
-  };
-
-  // Sends a request (a Hello, Submit or Attach) and waits for its reply, of
-  // the kind Answer. Throws the daemon's error, or timeout.
-  template <class Answer, class Request>
-  Reply<Answer> call(Request request, std::optional<zmq::message_t> data) {
-    constexpr bool hello = std::is_same_v<Request, wire::Hello>;
-    return await<Answer>(send_request(std::move(request), std::move(data)), hello);
-  }
-
-  // Sends a request with a new id (returned), and its values frame if any.
-  template <class Request>
-  std::uint64_t send_request(Request request, std::optional<zmq::message_t> data) {
-    request.request = ++last_request_;
-    // When this process gives up on the request: after its timeout of
-    // silence from now (steady_clock is the host's CLOCK_MONOTONIC, as
-    // zringd's). A zringd that reads it too late refuses it rather than
-    // run it with the other ranks' next op.
-    request.wait.timeout_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(
-        options_.timeout.count(), std::numeric_limits<std::uint32_t>::max()));
-    request.wait.sent_ns = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-            .count());
-    const std::vector<std::uint8_t> header = wire::encode_ipc(request);
-    watch_.sending();
-    // Never blocks: with no zringd on the socket, ZeroMQ queues requests up
-    // to its high-water mark and would then wait for one forever.
-    const auto more = data ? zmq::send_flags::sndmore : zmq::send_flags::none;
-    if (!transport::retry_interrupted([&] {
-          return socket_.send(zmq::buffer(header.data(), header.size()),
-                              more | zmq::send_flags::dontwait);
-        }))
-      throw Error(ErrorCode::connection_failed,
-                  "zringd at " + endpoint_ +
-                      " takes no requests (its queue is full: it has been "
-                      "gone for a while); is zringd running (systemctl status zringd)?");
-    if (data)  // the rest of a message goes with it
-      transport::retry_interrupted(
-          [&] { return socket_.send(std::move(*data), zmq::send_flags::none); });
-    return request.request;
-  }
-
-  // What a wait for the reply came to.
-  enum class Waited { reply, silence, closed_during, gone };
-
-  // One look at the socket and the connection's state, sleeping up to
-  // `wait` for either (no longer than the watch needs to decide). A reply
-  // that is there counts, even if the connection closed behind it.
-  std::optional<Waited> look(std::chrono::milliseconds wait) {
-    zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, watch_.item()};
-    const auto decides_by = watch_.decides_by();
-    if (wait.count() > 0 && decides_by != Clock::time_point::max())
-      wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(decides_by - Clock::now()),
-                        std::chrono::milliseconds(0), wait);
-    if (transport::poll_items(items, 2, wait) > 0 && (items[0].revents & ZMQ_POLLIN))
-      return Waited::reply;
-    switch (watch_.check()) {
-      case DaemonWatch::State::open:
-        return std::nullopt;
-      case DaemonWatch::State::closed_during:
-        break;
-      case DaemonWatch::State::gone:
-        return Waited::gone;
-    }
-    // What the daemon sent before its end closed is queued ahead of the news.
-    zmq::pollitem_t dealer{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    if (transport::poll_items(&dealer, 1, std::chrono::milliseconds(0)) > 0) return Waited::reply;
-    return Waited::closed_during;
-  }
-
-  // Whether the reply is there within `wait`, or what happened instead.
-  // With a staged op in flight (and not finished), it copies out what
-  // zringd publishes meanwhile, sleeping on the board between looks.
-  Waited wait_reply(std::chrono::milliseconds wait, StagedTransfer* staged) {
-    const auto until = Clock::now() + wait;
-    while (staged && !staged->complete() && !staged->finished()) {
-      staged->take_published();
-      if (const auto got = look(std::chrono::milliseconds(0))) return *got;
-      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now());
-      if (left.count() <= 0) return Waited::silence;
-      if (!staged->complete()) staged->sleep(std::min(left, std::chrono::microseconds(2000)));
-    }
-    for (;;) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
-      if (left.count() <= 0) return Waited::silence;
-      if (const auto got = look(left)) return *got;
+      buffer_.attach(channel_, local_rank, bytes, room);
     }
   }
 
-  template <class Answer>
-  Reply<Answer> await(std::uint64_t id, bool connecting, StagedTransfer* staged = nullptr) {
-    auto deadline = Clock::now() + options_.timeout;
-    for (;;) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-      const Waited waited = left.count() <= 0 ? Waited::silence : wait_reply(left, staged);
-      if (waited != Waited::reply) {
-        last_reply_was_silence_ = true;
-        // zringd may still write the averages of the abandoned op into the
-        // shared buffer: the next op takes a new one, and SharedTensors in
-        // it become private memory (the same addresses, the same values).
-        if (const auto tensors = lent_.lock(); tensors && tensors->current) tensors->give_up();
-        drop_region();
-        throw waited == Waited::silence ? silence(connecting) : closed(connecting, waited);
-      }
-      last_reply_was_silence_ = false;
-      zmq::message_t frame;
-      const auto receive = [this](zmq::message_t& into) {
-        // The reply is queued (look() said so); its frames come together.
-        return transport::retry_interrupted(
-            [&] { return socket_.recv(into, zmq::recv_flags::none); });
-      };
-      (void)receive(frame);
-      zmq::message_t data;
-      if (frame.more()) (void)receive(data);
-      while (data.more()) (void)receive(data);  // never expected: drop extras
-      wire::IpcMessage reply = wire::decode_ipc(frame.data<std::uint8_t>(), frame.size());
-      if (wire::request_of(reply) != id) continue;  // a late answer to a request that timed out
-      if (std::holds_alternative<wire::Keepalive>(reply)) {
-        deadline = Clock::now() + options_.timeout;
-        continue;
-      }
-      if (const auto* error = std::get_if<wire::ErrorReply>(&reply))
-        throw Error(error->code, error->text);
-      if (auto* answer = std::get_if<Answer>(&reply)) return {std::move(*answer), std::move(data)};
-      throw Error(ErrorCode::malformed_message,
-                  "zringd at " + endpoint_ + " answered request " + std::to_string(id) +
-                      " with an IPC message of kind " +
-                      std::to_string(static_cast<int>(wire::kind_of(reply))));
-    }
-  }
-
-  Error silence(bool connecting) const {
-    if (connecting)
-      return Error(ErrorCode::connection_failed,
-                   "connect: no answer from zringd at " + endpoint_ + " within " +
-                       ms(options_.timeout) + "; is zringd running (systemctl status zringd)?");
-    return Error(ErrorCode::timeout, "all_reduce: zringd at " + endpoint_ + " (node '" + node_ +
-                                         "') went silent for " + ms(options_.timeout) +
-                                         " during the op; it may have died or been stopped");
-  }
-
-  // The daemon's end of the socket closed: during the op, or before it
-  // and it did not come back.
-  Error closed(bool connecting, Waited waited) const {
-    const std::string how = waited == Waited::closed_during
-                                ? std::string(connecting ? "before it answered" : "during the op") +
-                                      ": it died or was restarted"
-                                : std::string(connecting ? "before the hello" : "before the op") +
-                                      " and did not come back within " +
-                                      ms(DaemonWatch::kComeBack) + ": it died or was stopped";
-    if (connecting)
-      return Error(ErrorCode::connection_failed,
-                   "connect: zringd at " + endpoint_ + " closed the connection " + how +
-                       "; is zringd running (systemctl status zringd)?");
-    return Error(ErrorCode::peer_lost,
-                 "all_reduce: zringd at " + endpoint_ + " (node '" + node_ +
-                     "') closed the connection " + how +
-                     "; retry the step once it is back (systemctl status zringd)");
-  }
-
-  std::string endpoint_;
   ConnectOptions options_;
-  zmq::context_t context_{1};
-  zmq::socket_t socket_;
-  DaemonWatch watch_{context_, socket_};  // before socket_ connects
   LocalAggregator local_;
   CompressionMethod method_;
+  DaemonChannel channel_;
+  SharedBuffer buffer_;           // given up by channel_ when it gives up on a request
   std::size_t world_size_ = 1;    // of the last op's ring (at first: the full ring)
   std::size_t listed_world_ = 1;  // of the ring file's full ring (the welcome's)
   std::size_t listed_rank_ = 0;
   std::size_t rank_ = 0;
   std::size_t local_ranks_ = 1;
-  std::string node_;
-  std::uint64_t last_request_ = 0;
-  bool last_reply_was_silence_ = false;
-  std::shared_ptr<transport::SharedRegion> region_;  // large values, once attached
-  std::weak_ptr<SharedTensors::Storage> lent_;       // the SharedTensors standing in region_
   CompressedAllReduce::Traffic traffic_;
 };
 

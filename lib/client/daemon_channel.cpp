@@ -1,0 +1,197 @@
+// daemon_channel.cpp - the DEALER socket to zringd: sending, polling, errors.
+#include "client/daemon_channel.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "transport/zmq_calls.hpp"
+
+namespace zring::client {
+namespace {
+
+// The largest frame a client accepts from zringd (ZMQ_MAXMSGSIZE): values
+// below the shared-buffer threshold, and headers naming many tensors.
+constexpr std::size_t kMaxReplyBytes = std::size_t{256} << 20;
+
+std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+// An ipc:// endpoint whose socket file is missing cannot be served: say so
+// at once instead of waiting for the timeout.
+void check_endpoint(const std::string& endpoint) {
+  const std::string prefix = "ipc://";
+  if (endpoint.rfind(prefix, 0) != 0) return;
+  const std::string path = endpoint.substr(prefix.size());
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw Error(ErrorCode::connection_failed,
+                "connect: no zringd socket at " + path + " (" + std::strerror(errno) +
+                    "); is zringd running with `ipc: " + endpoint + "` in its config?");
+  }
+}
+
+}  // namespace
+
+DaemonChannel::DaemonChannel(const std::string& endpoint, std::chrono::milliseconds timeout,
+                             std::function<void()> given_up)
+    : endpoint_(endpoint),
+      timeout_(timeout),
+      given_up_(std::move(given_up)),
+      socket_(context_, zmq::socket_type::dealer) {
+  check_endpoint(endpoint);
+  socket_.set(zmq::sockopt::linger, 0);
+  // Large values travel in the shared buffer: no reply needs more.
+  socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(kMaxReplyBytes));
+  try {
+    transport::retry_interrupted([&] { socket_.connect(endpoint); });
+  } catch (const zmq::error_t& e) {
+    throw Error(ErrorCode::invalid_argument,
+                "connect: '" + endpoint + "' is not an endpoint ZeroMQ can connect to (" +
+                    e.what() +
+                    "); zringd's is the `ipc:` of its config, for example "
+                    "ipc:///run/zring/zring.sock");
+  }
+}
+
+// When this process gives up on the request: after its timeout of silence
+// from now (steady_clock is the host's CLOCK_MONOTONIC, as zringd's). A
+// zringd that reads it too late refuses it rather than run it with the
+// other ranks' next op.
+wire::ClientWait DaemonChannel::wait_from_now() const {
+  wire::ClientWait wait;
+  wait.timeout_ms = static_cast<std::uint32_t>(
+      std::min<std::int64_t>(timeout_.count(), std::numeric_limits<std::uint32_t>::max()));
+  wait.sent_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+          .count());
+  return wait;
+}
+
+void DaemonChannel::send(const std::vector<std::uint8_t>& header,
+                         std::optional<zmq::message_t> data) {
+  watch_.sending();
+  // Never blocks: with no zringd on the socket, ZeroMQ queues requests up
+  // to its high-water mark and would then wait for one forever.
+  const auto more = data ? zmq::send_flags::sndmore : zmq::send_flags::none;
+  if (!transport::retry_interrupted([&] {
+        return socket_.send(zmq::buffer(header.data(), header.size()),
+                            more | zmq::send_flags::dontwait);
+      }))
+    throw Error(ErrorCode::connection_failed,
+                "zringd at " + endpoint_ +
+                    " takes no requests (its queue is full: it has been "
+                    "gone for a while); is zringd running (systemctl status zringd)?");
+  if (data)  // the rest of a message goes with it
+    transport::retry_interrupted(
+        [&] { return socket_.send(std::move(*data), zmq::send_flags::none); });
+}
+
+// One look at the socket and the connection's state, sleeping up to
+// `wait` for either (no longer than the watch needs to decide). A reply
+// that is there counts, even if the connection closed behind it.
+std::optional<DaemonChannel::Waited> DaemonChannel::look(std::chrono::milliseconds wait) {
+  zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, watch_.item()};
+  const auto decides_by = watch_.decides_by();
+  if (wait.count() > 0 && decides_by != Clock::time_point::max())
+    wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(decides_by - Clock::now()),
+                      std::chrono::milliseconds(0), wait);
+  if (transport::poll_items(items, 2, wait) > 0 && (items[0].revents & ZMQ_POLLIN))
+    return Waited::reply;
+  switch (watch_.check()) {
+    case DaemonWatch::State::open:
+      return std::nullopt;
+    case DaemonWatch::State::closed_during:
+      break;
+    case DaemonWatch::State::gone:
+      return Waited::gone;
+  }
+  // What the daemon sent before its end closed is queued ahead of the news.
+  zmq::pollitem_t dealer{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  if (transport::poll_items(&dealer, 1, std::chrono::milliseconds(0)) > 0) return Waited::reply;
+  return Waited::closed_during;
+}
+
+// Whether the reply is there within `wait`, or what happened instead.
+// With a staged op in flight (and not finished), it copies out what
+// zringd publishes meanwhile, sleeping on the board between looks.
+DaemonChannel::Waited DaemonChannel::wait_reply(std::chrono::milliseconds wait,
+                                                StagedTransfer* staged) {
+  const auto until = Clock::now() + wait;
+  while (staged && !staged->complete() && !staged->finished()) {
+    staged->take_published();
+    if (const auto got = look(std::chrono::milliseconds(0))) return *got;
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now());
+    if (left.count() <= 0) return Waited::silence;
+    if (!staged->complete()) staged->sleep(std::min(left, std::chrono::microseconds(2000)));
+  }
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+    if (left.count() <= 0) return Waited::silence;
+    if (const auto got = look(left)) return *got;
+  }
+}
+
+// The next message from zringd by `deadline` (its values frame, if any, in
+// `data`), whichever request it answers. Throws when none comes, after
+// given_up_ ran.
+wire::IpcMessage DaemonChannel::next_reply(Clock::time_point deadline, bool connecting,
+                                           StagedTransfer* staged, zmq::message_t& data) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  const Waited waited = left.count() <= 0 ? Waited::silence : wait_reply(left, staged);
+  if (waited != Waited::reply) {
+    last_reply_was_silence_ = true;
+    given_up_();
+    throw waited == Waited::silence ? silence(connecting) : closed(connecting, waited);
+  }
+  last_reply_was_silence_ = false;
+  zmq::message_t frame;
+  const auto receive = [this](zmq::message_t& into) {
+    // The reply is queued (look() said so); its frames come together.
+    return transport::retry_interrupted([&] { return socket_.recv(into, zmq::recv_flags::none); });
+  };
+  (void)receive(frame);
+  if (frame.more()) (void)receive(data);
+  while (data.more()) (void)receive(data);  // never expected: drop extras
+  return wire::decode_ipc(frame.data<std::uint8_t>(), frame.size());
+}
+
+Error DaemonChannel::unexpected(std::uint64_t id, const wire::IpcMessage& reply) const {
+  return Error(ErrorCode::malformed_message,
+               "zringd at " + endpoint_ + " answered request " + std::to_string(id) +
+                   " with an IPC message of kind " +
+                   std::to_string(static_cast<int>(wire::kind_of(reply))));
+}
+
+Error DaemonChannel::silence(bool connecting) const {
+  if (connecting)
+    return Error(ErrorCode::connection_failed,
+                 "connect: no answer from zringd at " + endpoint_ + " within " + ms(timeout_) +
+                     "; is zringd running (systemctl status zringd)?");
+  return Error(ErrorCode::timeout, "all_reduce: zringd at " + endpoint_ + " (node '" + node_ +
+                                       "') went silent for " + ms(timeout_) +
+                                       " during the op; it may have died or been stopped");
+}
+
+// The daemon's end of the socket closed: during the op, or before it
+// and it did not come back.
+Error DaemonChannel::closed(bool connecting, Waited waited) const {
+  const std::string how = waited == Waited::closed_during
+                              ? std::string(connecting ? "before it answered" : "during the op") +
+                                    ": it died or was restarted"
+                              : std::string(connecting ? "before the hello" : "before the op") +
+                                    " and did not come back within " + ms(DaemonWatch::kComeBack) +
+                                    ": it died or was stopped";
+  if (connecting)
+    return Error(ErrorCode::connection_failed,
+                 "connect: zringd at " + endpoint_ + " closed the connection " + how +
+                     "; is zringd running (systemctl status zringd)?");
+  return Error(ErrorCode::peer_lost,
+               "all_reduce: zringd at " + endpoint_ + " (node '" + node_ +
+                   "') closed the connection " + how +
+                   "; retry the step once it is back (systemctl status zringd)");
+}
+
+}  // namespace zring::client

@@ -1,0 +1,123 @@
+// daemon_channel.hpp - a connected client's requests to its zringd (internal).
+//
+// One DEALER socket to the daemon's ROUTER. Every request carries an id and
+// every reply echoes it, so a late reply to a request that already timed
+// out is recognised and ignored. The deadline is one of silence: while an
+// op runs the daemon sends a keepalive every heartbeat, so a long op on a
+// slow ring is fine, and a daemon that froze is noticed within the
+// timeout. One that died is noticed at once: its end of the socket closes
+// (DaemonWatch), and a request that went out on that connection fails with
+// peer_lost, as does one sent after it closed to a daemon that does not
+// come back within a second.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+#include <zmq.hpp>
+#include <zring/error.hpp>
+
+#include "client/daemon_watch.hpp"
+#include "client/staged_transfer.hpp"
+#include "wire/wire.hpp"
+
+namespace zring::client {
+
+class DaemonChannel {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // A reply of the kind Answer and the frame after it (empty if none).
+  template <class Answer>
+  struct Reply {
+    Answer message;
+    zmq::message_t data;
+  };
+
+  // Connects to the zringd at endpoint. Throws connection_failed when an
+  // ipc:// endpoint has no socket file, invalid_argument when ZeroMQ cannot
+  // connect to it. given_up runs whenever a request is given up on (zringd
+  // went silent, or its end of the socket closed), before the error is thrown.
+  DaemonChannel(const std::string& endpoint, std::chrono::milliseconds timeout,
+                std::function<void()> given_up);
+  DaemonChannel(const DaemonChannel&) = delete;
+  DaemonChannel& operator=(const DaemonChannel&) = delete;
+
+  // Sends a request (a Hello, Submit or Attach) and waits for its reply, of
+  // the kind Answer. Throws the daemon's error, or timeout.
+  template <class Answer, class Request>
+  Reply<Answer> call(Request request, std::optional<zmq::message_t> data) {
+    constexpr bool hello = std::is_same_v<Request, wire::Hello>;
+    return await<Answer>(send_request(std::move(request), std::move(data)), hello);
+  }
+
+  // Sends a request with a new id (returned), and its values frame if any.
+  template <class Request>
+  std::uint64_t send_request(Request request, std::optional<zmq::message_t> data) {
+    request.request = ++last_request_;
+    request.wait = wait_from_now();
+    send(wire::encode_ipc(request), std::move(data));
+    return request.request;
+  }
+
+  // Waits for the reply to request id, of the kind Answer; connecting for
+  // the hello's. With a staged op in flight, copies out what zringd
+  // publishes meanwhile.
+  template <class Answer>
+  Reply<Answer> await(std::uint64_t id, bool connecting, StagedTransfer* staged = nullptr) {
+    auto deadline = Clock::now() + timeout_;
+    for (;;) {
+      zmq::message_t data;
+      wire::IpcMessage reply = next_reply(deadline, connecting, staged, data);
+      if (wire::request_of(reply) != id) continue;  // a late answer to a request that timed out
+      if (std::holds_alternative<wire::Keepalive>(reply)) {
+        deadline = Clock::now() + timeout_;
+        continue;
+      }
+      if (const auto* error = std::get_if<wire::ErrorReply>(&reply))
+        throw Error(error->code, error->text);
+      if (auto* answer = std::get_if<Answer>(&reply)) return {std::move(*answer), std::move(data)};
+      throw unexpected(id, reply);
+    }
+  }
+
+  // Whether `e` says that zringd restarted since the hello (connection_failed,
+  // and not because this process gave up waiting): it is greeted again.
+  [[nodiscard]] bool daemon_restarted(const Error& e) const {
+    return e.code() == ErrorCode::connection_failed && !last_reply_was_silence_;
+  }
+
+  // The daemon's node, as its errors name it (from its welcome).
+  void set_node(std::string node) { node_ = std::move(node); }
+
+ private:
+  // What a wait for the reply came to.
+  enum class Waited { reply, silence, closed_during, gone };
+
+  wire::ClientWait wait_from_now() const;
+  void send(const std::vector<std::uint8_t>& header, std::optional<zmq::message_t> data);
+  std::optional<Waited> look(std::chrono::milliseconds wait);
+  Waited wait_reply(std::chrono::milliseconds wait, StagedTransfer* staged);
+  wire::IpcMessage next_reply(Clock::time_point deadline, bool connecting, StagedTransfer* staged,
+                              zmq::message_t& data);
+  Error unexpected(std::uint64_t id, const wire::IpcMessage& reply) const;
+  Error silence(bool connecting) const;
+  Error closed(bool connecting, Waited waited) const;
+
+  std::string endpoint_;
+  std::chrono::milliseconds timeout_;
+  std::function<void()> given_up_;
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;
+  DaemonWatch watch_{context_, socket_};  // before socket_ connects
+  std::string node_;
+  std::uint64_t last_request_ = 0;
+  bool last_reply_was_silence_ = false;
+};
+
+}  // namespace zring::client
