@@ -244,31 +244,48 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
     if (peer.reconnect_at) next = std::min(next, *peer.reconnect_at);
   auto wait = std::max<Clock::duration>(next - now, Clock::duration::zero());
   if (interrupt_) wait = std::min<Clock::duration>(wait, std::chrono::milliseconds(100));
+  // Every ZeroMQ socket in a poll costs system calls before and after it
+  // (libzmq looks at each one's command pipe), so a poll holds only what
+  // can need this thread now: the ring's socket, the wake-up, the ZAP
+  // handler and the peers with something queued. The monitors bring rare
+  // news (a failed handshake, a closed connection): they are looked at
+  // every kMonitorLook, which then bounds the wait.
+  const bool look_at_monitors = now >= next_monitor_look_;
+  if (look_at_monitors) next_monitor_look_ = now + kMonitorLook;
+  wait = std::min<Clock::duration>(wait, next_monitor_look_ - now);
   std::vector<zmq::pollitem_t>& items = poll_items_;  // kept: no allocation per poll
+  std::vector<std::size_t>& flushing = poll_peers_;
   items.clear();
+  flushing.clear();
   items.push_back({in_.handle(), 0, ZMQ_POLLIN, 0});
-  items.push_back({monitor_.handle(), 0, ZMQ_POLLIN, 0});
   const std::size_t zap_at = items.size();
   if (zap_) items.push_back({zap_.handle(), 0, ZMQ_POLLIN, 0});
   const std::size_t wake_at = items.size();
   if (wake) items.push_back({wake->handle(), 0, ZMQ_POLLIN, 0});
   const std::size_t peers_at = items.size();
   for (std::size_t n = 0; n < listed(); ++n) {
-    if (n == options_.self) continue;
-    items.push_back({peers_[n].out.handle(), 0,
-                     static_cast<short>(peers_[n].outbox.empty() ? 0 : ZMQ_POLLOUT), 0});
-    items.push_back({peers_[n].monitor.handle(), 0, ZMQ_POLLIN, 0});
+    if (n == options_.self || peers_[n].outbox.empty()) continue;
+    items.push_back({peers_[n].out.handle(), 0, ZMQ_POLLOUT, 0});
+    flushing.push_back(n);
+  }
+  const std::size_t monitors_at = items.size();
+  if (look_at_monitors) {
+    items.push_back({monitor_.handle(), 0, ZMQ_POLLIN, 0});
+    for (std::size_t n = 0; n < listed(); ++n)
+      if (n != options_.self) items.push_back({peers_[n].monitor.handle(), 0, ZMQ_POLLIN, 0});
   }
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait);
   (void)poll_items(items.data(), items.size(), ms);
   check_stall(Clock::now(), wait);  // beyond the wait asked for: stopped meanwhile
-  for (std::size_t n = 0, at = peers_at; n < listed(); ++n) {
-    if (n == options_.self) continue;
-    if (items[at].revents & ZMQ_POLLOUT) flush(n);
-    if (items[at + 1].revents & ZMQ_POLLIN) read_out_monitor(n);
-    at += 2;
+  for (std::size_t i = 0; i < flushing.size(); ++i)
+    if (items[peers_at + i].revents & ZMQ_POLLOUT) flush(flushing[i]);
+  if (look_at_monitors) {
+    if (items[monitors_at].revents & ZMQ_POLLIN) read_monitor();
+    for (std::size_t n = 0, at = monitors_at + 1; n < listed(); ++n) {
+      if (n == options_.self) continue;
+      if (items[at++].revents & ZMQ_POLLIN) read_out_monitor(n);
+    }
   }
-  if (items[1].revents & ZMQ_POLLIN) read_monitor();
   if (zap_ && (items[zap_at].revents & ZMQ_POLLIN)) answer_zap();
   if (wake && (items[wake_at].revents & ZMQ_POLLIN)) *woken = true;
   std::optional<collective::Message> got;

@@ -166,6 +166,9 @@ class ZmqRing final : public collective::RingLink {
     std::optional<collective::Deadline> reconnect_at;
   };
 
+  // How often poll_once reads the sockets' monitors.
+  static constexpr std::chrono::milliseconds kMonitorLook{20};
+
   std::size_t listed() const noexcept { return options_.names.size(); }
   // The listed index of ring position `position` (of the op, during one).
   std::size_t member_at(std::size_t position) const noexcept;
@@ -210,11 +213,13 @@ class ZmqRing final : public collective::RingLink {
 
   ZmqRingOptions options_;
   Membership membership_;
-  zmq::socket_t zap_;                        // REP on inproc://zeromq.zap.01 (CurveZMQ only)
-  zmq::socket_t in_;                         // PULL, bound at our address
-  zmq::socket_t monitor_;                    // PAIR: in_'s handshake and disconnect events
-  std::vector<Peer> peers_;                  // per listed node; this node's slot has no sockets
-  std::vector<zmq::pollitem_t> poll_items_;  // poll_once's, reused
+  zmq::socket_t zap_;                         // REP on inproc://zeromq.zap.01 (CurveZMQ only)
+  zmq::socket_t in_;                          // PULL, bound at our address
+  zmq::socket_t monitor_;                     // PAIR: in_'s handshake and disconnect events
+  std::vector<Peer> peers_;                   // per listed node; this node's slot has no sockets
+  std::vector<zmq::pollitem_t> poll_items_;   // poll_once's, reused
+  std::vector<std::size_t> poll_peers_;       // the peers of its POLLOUT items
+  collective::Deadline next_monitor_look_{};  // when poll_once reads the monitors next
   std::vector<std::array<std::uint8_t, 32>> member_keys_;  // CurveZMQ: per node, binary
   std::deque<std::pair<std::uint64_t, collective::Message>>
       early_;                                 // the next op's messages that came before it began
