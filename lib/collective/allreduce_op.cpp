@@ -240,7 +240,10 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
         const std::vector<std::uint8_t> encoded = wire::encode_summary(mine);
         return {Bytes::copy_of(encoded.data(), encoded.size()), plan ? plan->data() : Bytes{}};
       },
-      [&](std::size_t f) { return plan->frame(f); }};
+      [&](std::size_t f) { return plan->frame(f); },
+      [&] {
+        if (plan) plan->send_ahead();
+      }};
   // Where the averages go is known before the data moves: a plan may write
   // them while it does (summaries_checked).
   out.elements = in.elements();

@@ -84,6 +84,16 @@ struct ChunkSums {
     return (segment + nodes - 1) % nodes;
   }
 
+  // Whether the op takes the direct schedule (ring_allreduce.cpp says why
+  // only these do).
+  [[nodiscard]] bool direct() const {
+    if constexpr (Lane::kRounds) {
+      return false;
+    } else {
+      return nodes >= 3 && lanes[nodes].wire_bytes(geometry.elements()) <= options.direct_bytes;
+    }
+  }
+
   // With staging: this node's values of `segment` up to element `end` are
   // in place before they are read.
   void await_local(std::size_t segment, std::size_t end) {
@@ -228,10 +238,16 @@ struct ChunkSums {
   std::vector<Acc> scratch;
   std::vector<Acc> local_scratch;
   bool stream;  // a large result: written with streaming stores
+  // The first messages of this node's schedule that went before the
+  // summaries were known (ring_allreduce_send_ahead): not sent again.
+  std::size_t sent_ahead = 0;
 };
 
 // The direct schedule (direct_allreduce.cpp), for FloatLane and CodeLane.
 template <class Lane>
 void direct_allreduce(ChunkSums<Lane>& sums);
+// Its first messages, as far as this node's values are staged; returns
+// how many went.
+std::size_t direct_send_ahead(ChunkSums<FloatLane>& sums);
 
 }  // namespace zring::collective::detail

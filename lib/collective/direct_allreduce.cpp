@@ -14,6 +14,34 @@ namespace zring::collective::detail {
 namespace {
 
 template <class Lane>
+std::size_t place_of(const ChunkSums<Lane>& c, std::size_t segment, std::size_t node) noexcept {
+  return (node + c.nodes - segment) % c.nodes + 1;
+}
+
+// This node's values of every chunk it does not own, as message number,
+// segment and chunk, in the order it reads them (StagingOrder: segment
+// self, self - 1, ...; the segment it owns, self + 1, it reads last, to
+// complete its sums), for as long as `each` returns true.
+template <class Lane, class Each>
+void each_own_value(const ChunkSums<Lane>& c, Each each) {
+  std::size_t message = 0;
+  for (std::size_t k = 0; k + 1 < c.nodes; ++k) {
+    const std::size_t s = (c.self + c.nodes - k) % c.nodes;
+    for (std::size_t chunk = 0; chunk < c.geometry.chunks(s); ++chunk)
+      if (!each(message++, s, chunk)) return;
+  }
+}
+
+template <class Lane>
+void send_value(ChunkSums<Lane>& c, std::size_t s, std::size_t chunk) {
+  auto [begin, end] = c.geometry.range(s, chunk);
+  c.send_to(c.owner(s),
+            {Phase::to_owner, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(chunk),
+             static_cast<std::uint32_t>(place_of(c, s, c.self))},
+            c.own_payload(begin, end));
+}
+
+template <class Lane>
 class DirectAllreduce {
  public:
   using Acc = typename Lane::Acc;
@@ -39,25 +67,17 @@ class DirectAllreduce {
   // Node `node`'s place in the summation order of segment s: the ring's,
   // node s first (1), the owner s - 1 last (N).
   [[nodiscard]] std::size_t place(std::size_t segment, std::size_t node) const noexcept {
-    return (node + c_.nodes - segment) % c_.nodes + 1;
+    return place_of(c_, segment, node);
   }
 
-  // In the order this node reads its own values (StagingOrder: segment
-  // self, self - 1, ...); the segment it owns, self + 1, it reads last, to
-  // complete its sums.
+  // What went ahead of the summaries is not sent again.
   void send_own_values() {
-    for (std::size_t k = 0; k + 1 < c_.nodes; ++k) {
-      const std::size_t s = (c_.self + c_.nodes - k) % c_.nodes;
-      for (std::size_t chunk = 0; chunk < c_.geometry.chunks(s); ++chunk) {
-        auto [begin, end] = c_.geometry.range(s, chunk);
-        c_.await_local(s, end);
-        c_.send_to(
-            c_.owner(s),
-            {Phase::to_owner, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(chunk),
-             static_cast<std::uint32_t>(place(s, c_.self))},
-            c_.own_payload(begin, end));
-      }
-    }
+    each_own_value(c_, [&](std::size_t message, std::size_t s, std::size_t chunk) {
+      if (message < c_.sent_ahead) return true;
+      c_.await_local(s, c_.geometry.range(s, chunk).second);
+      send_value(c_, s, chunk);
+      return true;
+    });
   }
 
   // The node the op waits for: the first whose values of a chunk this
@@ -200,6 +220,18 @@ class DirectAllreduce {
 template <class Lane>
 void direct_allreduce(ChunkSums<Lane>& sums) {
   DirectAllreduce<Lane>(sums).run();
+}
+
+std::size_t direct_send_ahead(ChunkSums<FloatLane>& c) {
+  std::size_t sent = 0;
+  each_own_value(c, [&](std::size_t, std::size_t s, std::size_t chunk) {
+    const std::size_t end = c.geometry.range(s, chunk).second;
+    if (c.staging && !c.staging->staged(s, end - c.geometry.range(s, 0).first)) return false;
+    send_value(c, s, chunk);
+    ++sent;
+    return true;
+  });
+  return sent;
 }
 
 template void direct_allreduce<FloatLane>(ChunkSums<FloatLane>&);

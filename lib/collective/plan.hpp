@@ -54,6 +54,13 @@ class MethodPlan {
   // agreed on anything (its size in summary.blob_bytes): the sparse
   // methods' payloads. None by default.
   virtual Bytes data() { return {}; }
+  // Right after this node's summary and data went out, on the link's
+  // thread: messages of the schedule that need nothing from the other
+  // nodes and write nothing, sent ahead so that they travel with the
+  // summaries (the dense direct schedule's values, ring_allreduce.hpp).
+  // execute does not send them again. Must not throw but for the link's
+  // errors. None by default.
+  virtual void send_ahead() {}
   // A node's data (this node's own too), as soon as all of it is here,
   // while the exchange goes on. Must not throw: a payload that is no good
   // fails the op in execute.

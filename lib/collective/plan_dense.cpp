@@ -33,6 +33,14 @@ class DensePlan final : public MethodPlan {
   Bytes data() override { return gather_.mine(); }
   void data_arrived(std::size_t node, const Bytes& data) override { gather_.arrived(node, data); }
 
+  // Its values to each chunk's owner go with the summary, when the op
+  // takes the direct schedule.
+  void send_ahead() override {
+    if (!streams_input()) return;
+    sent_ahead_ = ring_allreduce_send_ahead(in_.link, in_.x[0], in_.elements(), in_.op.ring,
+                                            in_.stats, in_.input.rank0_owner, in_.input.staging);
+  }
+
   // One float32 rank without feedback is summed where it arrives.
   bool streams_input() const override {
     return !gather_.on() && floats_ && in_.input.ranks.size() == 1 && !in_.feedback();
@@ -58,7 +66,7 @@ class DensePlan final : public MethodPlan {
     if (streams_input()) {
       // Rank 0's values, sent from its buffer, each range once it is there.
       ring_allreduce(in_.link, FloatLane{}, in_.x[0], result, n, in_.op.ring, in_.stats, world,
-                     in_.input.rank0_owner, in_.input.staging);
+                     in_.input.rank0_owner, in_.input.staging, sent_ahead_);
       return;
     }
     const float* local = local_sum(n);
@@ -109,6 +117,7 @@ class DensePlan final : public MethodPlan {
   bool floats_;                    // none: float32 values and sums
   codec::SixteenBitFormat words_;  // fp16 / bf16: the 16-bit words
   GatheredValues gather_;          // a small op: one round (gather_allreduce.hpp)
+  std::size_t sent_ahead_ = 0;     // messages send_ahead sent
 };
 
 }  // namespace

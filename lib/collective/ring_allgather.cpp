@@ -318,6 +318,7 @@ WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSi
     data.send_own(direct);
     data.own_arrived();
     started = true;
+    if (mine.sent) mine.sent();
   };
   start_when_ready();
   // While this node's own are being made, wait in short slices to notice

@@ -65,6 +65,7 @@ struct Mine {
   std::function<bool()> ready;                    // this node's summary and data are made
   std::function<std::pair<Bytes, Bytes>()> take;  // then: them (called once)
   std::function<Bytes(std::size_t frame)> frame;  // then its frames, if it announced any
+  std::function<void()> sent;                     // then: right after they went, if set
 };
 using DataSize = std::function<std::optional<DataSpec>(std::size_t node, const Bytes& summary)>;
 using FrameArrived = std::function<void(std::size_t node, std::size_t frame, const Bytes& bytes)>;

@@ -24,7 +24,22 @@ class RingAllreduce {
   // How far this node's own segment may run ahead of its predecessor's.
   static constexpr std::size_t kWindowBytes = std::size_t{16} << 20;
 
-  explicit RingAllreduce(ChunkSums<Lane>& c) : c_(c), reduced_(c.geometry.total_chunks(), false) {}
+  explicit RingAllreduce(ChunkSums<Lane>& c)
+      : c_(c), reduced_(c.geometry.total_chunks(), false), own_sent_(c.sent_ahead) {}
+
+  // The chunks of this node's own segment that may go before any came
+  // back, as far as they are staged (ring_allreduce_send_ahead).
+  static std::size_t send_ahead(ChunkSums<Lane>& c) {
+    const std::size_t allowed = std::min(c.geometry.chunks(c.self), window(c));
+    const std::size_t seg_begin = c.geometry.range(c.self, 0).first;
+    std::size_t sent = 0;
+    for (; sent < allowed; ++sent) {
+      auto [begin, end] = c.geometry.range(c.self, sent);
+      if (c.staging && !c.staging->staged(c.self, end - seg_begin)) break;
+      send_reduce(c, sent, c.own_payload(begin, end));
+    }
+    return sent;
+  }
 
   void run() {
     send_own_chunks();
@@ -47,19 +62,24 @@ class RingAllreduce {
   // memory, grows with the tensor (sent all at once, a slower node would
   // have a segment, a quarter of a 4-node op, waiting in its queue).
   // The window (16 MiB, and at least 2(N-1) + 2 chunks) keeps every link busy.
+  static std::size_t window(const ChunkSums<Lane>& c) {
+    return std::max({kWindowBytes / std::max<std::size_t>(c.options.chunk_bytes, 1), 2 * c.nodes,
+                     std::size_t{4}});
+  }
   void send_own_chunks() {
-    const std::size_t own = c_.geometry.chunks(c_.self);
-    const std::size_t window =
-        std::max({kWindowBytes / std::max<std::size_t>(c_.options.chunk_bytes, 1), 2 * c_.nodes,
-                  std::size_t{4}});
-    const std::size_t allowed = std::min(own, own_returned_ + window);
+    const std::size_t allowed = std::min(c_.geometry.chunks(c_.self), own_returned_ + window(c_));
     for (; own_sent_ < allowed; ++own_sent_) {
       auto [begin, end] = c_.geometry.range(c_.self, own_sent_);
       c_.await_local(c_.self, end);
-      send({Phase::reduce, static_cast<std::uint32_t>(c_.self),
-            static_cast<std::uint32_t>(own_sent_), 1},
-           c_.own_payload(begin, end));
+      send_reduce(c_, own_sent_, c_.own_payload(begin, end));
     }
+  }
+  // Hop 1 of chunk `chunk` of this node's segment: its own values.
+  static void send_reduce(ChunkSums<Lane>& c, std::size_t chunk, Bytes payload) {
+    c.count(payload);
+    c.link.send(
+        {Phase::reduce, static_cast<std::uint32_t>(c.self), static_cast<std::uint32_t>(chunk), 1},
+        std::move(payload));
   }
 
   // Returns true when the message completed a chunk of the result.
@@ -200,8 +220,7 @@ void run(ChunkSums<Lane>& c) {
     return;
   }
   if constexpr (!Lane::kRounds) {
-    if (c.nodes >= 3 &&
-        c.lanes[c.nodes].wire_bytes(c.geometry.elements()) <= c.options.direct_bytes) {
+    if (c.direct()) {
       detail::direct_allreduce(c);
       return;
     }
@@ -215,10 +234,23 @@ template <class Lane>
 void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* local,
                     typename Lane::Acc* result, std::size_t elements, const RingOptions& options,
                     RingStats& stats, std::size_t average_over,
-                    std::shared_ptr<const void> local_owner, LocalStaging* staging) {
+                    std::shared_ptr<const void> local_owner, LocalStaging* staging,
+                    std::size_t sent_ahead) {
   ChunkSums<Lane> sums(link, lane, local, result, nullptr, elements, options, stats, average_over,
                        std::move(local_owner), staging);
+  sums.sent_ahead = sent_ahead;
   run(sums);
+}
+
+std::size_t ring_allreduce_send_ahead(RingLink& link, const float* local, std::size_t elements,
+                                      const RingOptions& options, RingStats& stats,
+                                      std::shared_ptr<const void> local_owner,
+                                      LocalStaging* staging) {
+  ChunkSums<FloatLane> sums(link, FloatLane{}, local, nullptr, nullptr, elements, options, stats, 1,
+                            std::move(local_owner), staging);
+  if (sums.nodes == 1) return 0;
+  return sums.direct() ? detail::direct_send_ahead(sums)
+                       : RingAllreduce<FloatLane>::send_ahead(sums);
 }
 
 template <class Lane>
@@ -231,10 +263,10 @@ void ring_allreduce(RingLink& link, const Lane& lane, BlockIo<typename Lane::Acc
 
 template void ring_allreduce<FloatLane>(RingLink&, const FloatLane&, const float*, float*,
                                         std::size_t, const RingOptions&, RingStats&, std::size_t,
-                                        std::shared_ptr<const void>, LocalStaging*);
+                                        std::shared_ptr<const void>, LocalStaging*, std::size_t);
 template void ring_allreduce<HalfLane>(RingLink&, const HalfLane&, const float*, float*,
                                        std::size_t, const RingOptions&, RingStats&, std::size_t,
-                                       std::shared_ptr<const void>, LocalStaging*);
+                                       std::shared_ptr<const void>, LocalStaging*, std::size_t);
 template void ring_allreduce<CodeLane>(RingLink&, const CodeLane&, BlockIo<std::uint32_t>&,
                                        std::size_t, const RingOptions&, RingStats&, LocalStaging*);
 

@@ -67,6 +67,8 @@ class LocalStaging {
   virtual void wait_staged(std::size_t segment, std::size_t upto) = 0;
   // Blocks until every value is in place.
   virtual void wait_all() = 0;
+  // Whether the first `upto` elements of segment s are in place, at once.
+  [[nodiscard]] virtual bool staged(std::size_t segment, std::size_t upto) = 0;
   // The first `upto` elements of segment s of the result are final (the
   // values are written before this is called).
   virtual void publish(std::size_t segment, std::size_t upto) = 0;

@@ -114,6 +114,12 @@ void RegionStaging::wait_staged(std::size_t segment, std::size_t upto) {
   wait_for(0, order_.position(segment, upto));
 }
 
+bool RegionStaging::staged(std::size_t segment, std::size_t upto) {
+  if (regions_.empty() || !regions_[0]) return true;
+  const std::uint64_t position = streams_ ? order_.position(segment, upto) : order_.elements();
+  return board_of(*regions_[0]).staged.load(std::memory_order_acquire) >= position;
+}
+
 void RegionStaging::wait_all() {
   for (std::size_t l = 0; l < regions_.size(); ++l) wait_for(l, order_.elements());
 }

@@ -71,6 +71,7 @@ class RegionStaging final : public collective::LocalStaging {
   RegionStaging& operator=(const RegionStaging&) = delete;
   void wait_staged(std::size_t segment, std::size_t upto) override;
   void wait_all() override;
+  bool staged(std::size_t segment, std::size_t upto) override;
   void publish(std::size_t segment, std::size_t upto) override;
   void publish_prefix(std::size_t end) override;
   // The op runs again: the clients are not told it is over when this goes.

@@ -379,9 +379,11 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
     return std::nullopt;
   }
   // A node is up once UP(g) has come round to it; the nodes before it on
-  // UP's way may already send their summaries of op 0 straight to it. It
-  // adopted g (FORM), so it keeps them for that op.
-  const bool before_up = !up() && header.generation == generation() && sent_straight(header);
+  // UP's way may already send their summaries of op 0 straight to it, and
+  // what goes right behind them. It adopted g (FORM), so it keeps them for
+  // that op.
+  const bool before_up =
+      !up() && header.generation == generation() && (sent_straight(header) || sent_ahead(header));
   if (!before_up && (!up() || header.generation != generation())) {
     drop("data of another ring generation", false);
     return std::nullopt;
@@ -424,6 +426,13 @@ bool ZmqRing::from_its_origin(const RingHeader& header) const noexcept {
   return position_of(header.sender) == std::optional<std::size_t>(header.tag.segment);
 }
 
+// What a node sends right behind its summary (ring_allreduce_send_ahead):
+// its values to a chunk's owner, or hop 1 of its own segment.
+bool ZmqRing::sent_ahead(const RingHeader& header) noexcept {
+  return (header.tag.phase == collective::Phase::to_owner && header.tag.hop >= 1) ||
+         (header.tag.phase == collective::Phase::reduce && header.tag.hop == 1);
+}
+
 // The direct schedule's messages (collective/ring_allreduce.hpp) go
 // between a node and the owner of their segment, node segment - 1.
 bool ZmqRing::sent_direct(const RingHeader& header) noexcept {
@@ -448,13 +457,17 @@ bool ZmqRing::direct_from_its_sender(const RingHeader& header) const noexcept {
 
 // Before this node begins an op, the others can only be in its first phase,
 // the all-gather of every node's summary and the data the summaries
-// announce (collective::ring_allgather_with_data): no op gets further
-// without this node's summary. A summary travels as one message (chunk 0)
-// tagged with its origin and hop, and a node's data chunks only behind its
-// summary. So only those are kept for the op: other nodes' summaries, each
-// once (at most nodes() - 1, however many frames claim to be for it), and
-// data chunks, each once, of a node whose summary is kept; kMaxEarly
-// messages in all.
+// announce (collective::ring_allgather_with_data), and have sent the
+// messages of their schedule that go right behind their summary
+// (collective::ring_allreduce_send_ahead: values to this node as the owner
+// of their chunk, or hop 1 of the predecessor's own segment): no op gets
+// further without this node's summary. A summary travels as one message
+// (chunk 0) tagged with its origin and hop, and a node's data only behind
+// its summary, on the same socket. So only those are kept for the op:
+// other nodes' summaries, each once (at most nodes() - 1, however many
+// frames claim to be for it), and data messages, each once, of a node
+// whose summary is kept; kMaxEarly messages in all. (dispatch checked
+// that each comes from the node its tag says.)
 void ZmqRing::keep_early(const RingHeader& header, collective::Message msg) {
   const collective::ChunkTag& tag = header.tag;
   const std::size_t self = node();
@@ -462,7 +475,13 @@ void ZmqRing::keep_early(const RingHeader& header, collective::Message msg) {
       tag.segment < nodes() && tag.segment != self &&
       (sent_straight(header) || tag.hop == (self + nodes() - tag.segment) % nodes());
   const bool summary = tag.phase == collective::Phase::manifest && tag.chunk == 0 && from_other;
-  const bool data = tag.phase == collective::Phase::blobs && from_other;
+  const std::optional<std::size_t> sender = position_of(header.sender);
+  const bool ahead = sender && sent_ahead(header) &&
+                     (tag.phase == collective::Phase::to_owner || tag.segment == *sender);
+  const bool data = (tag.phase == collective::Phase::blobs && from_other) || ahead;
+  // The node whose summary must be here first.
+  const std::size_t origin =
+      tag.phase == collective::Phase::blobs || !sender ? tag.segment : *sender;
   bool summary_kept = false;
   for (const auto& [op, kept] : early_) {
     if (op != header.op) continue;
@@ -473,8 +492,8 @@ void ZmqRing::keep_early(const RingHeader& header, collective::Message msg) {
            false);
       return;
     }
-    summary_kept = summary_kept || (kept.tag.phase == collective::Phase::manifest &&
-                                    kept.tag.segment == tag.segment);
+    summary_kept = summary_kept ||
+                   (kept.tag.phase == collective::Phase::manifest && kept.tag.segment == origin);
   }
   if (!summary && !(data && summary_kept)) {
     drop("data of phase " + std::to_string(static_cast<int>(tag.phase)) + " (segment " +

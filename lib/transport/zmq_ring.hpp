@@ -179,6 +179,8 @@ class ZmqRing final : public collective::RingLink {
   static bool sent_straight(const wire::RingHeader& header) noexcept;
   bool from_its_origin(const wire::RingHeader& header) const noexcept;
   static bool sent_direct(const wire::RingHeader& header) noexcept;
+  // Data that may come right behind its sender's summary, before this node began the op.
+  static bool sent_ahead(const wire::RingHeader& header) noexcept;
   bool direct_from_its_sender(const wire::RingHeader& header) const noexcept;
 
   // Polls once: receives what is there, flushes what is queued, runs timers.

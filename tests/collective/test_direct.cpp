@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "collective/geometry.hpp"
@@ -181,6 +182,44 @@ BOOST_AUTO_TEST_CASE(an_owner_names_the_node_whose_values_do_not_come) {
                run.errors[n]);
   }
   BOOST_TEST(run.codes[2] == ErrorCode::timeout);
+}
+
+// A node's values go to their owners right behind its summary, before it
+// knows the others' (ring_allreduce_send_ahead): with node 3's summary lost,
+// nodes 0-2 never learn every summary, yet each has sent all its values
+// (once), and none has sent a sum. They time out waiting for node 3.
+BOOST_AUTO_TEST_CASE(values_go_right_behind_the_summary_and_no_sum_before_all_are_known) {
+  const std::size_t nodes = 4, elements = 20000, chunk_bytes = 4096;
+  InprocRing ring(nodes);
+  std::mutex mutex;
+  std::vector<Sent> sent;
+  ring.set_filter([&](std::size_t from, const Message& m) {
+    {
+      std::lock_guard lock(mutex);
+      sent.push_back({from, m.tag, m.payload.size()});
+    }
+    return from == 3 && m.tag.phase == Phase::manifest ? std::vector<Message>{}
+                                                       : std::vector<Message>{m};
+  });
+  Residuals residuals(nodes, std::vector<codec::ErrorFeedback>(1));
+  RingRun run;
+  run_op(ring, 1, CompressionMethod::none(), make_inputs(nodes, 0, {elements}), 0, residuals, run,
+         chunk_bytes, nullptr, zring::testing::scaled(std::chrono::milliseconds(500)), 0, kDirect);
+  const ChunkGeometry geometry(elements, nodes, chunk_bytes / 4);
+  for (const std::size_t n : {0u, 1u, 2u}) {
+    std::size_t to_owner = 0, from_owner = 0;
+    for (const Sent& s : sent) {
+      if (s.from != n) continue;
+      to_owner += s.tag.phase == Phase::to_owner;
+      from_owner += s.tag.phase == Phase::from_owner;
+    }
+    BOOST_TEST_INFO("node " << n);
+    BOOST_TEST(to_owner == geometry.total_chunks() - geometry.chunks((n + 1) % nodes));
+    BOOST_TEST(from_owner == 0u);
+    BOOST_TEST(run.codes[n] == ErrorCode::timeout);
+    BOOST_TEST(run.errors[n].find("timed out waiting for node 3") != std::string::npos,
+               run.errors[n]);
+  }
 }
 
 // With the default direct_bytes (512 KiB of sums on the wire), the same

@@ -50,6 +50,10 @@ class FedStaging final : public LocalStaging {
     wait_for(order_.position(segment, upto));
   }
   void wait_all() override { wait_for(order_.elements()); }
+  bool staged(std::size_t segment, std::size_t upto) override {
+    std::lock_guard lock(mutex_);
+    return staged_ >= order_.position(segment, upto);
+  }
 
   // Where the first wait waited for (every value: a plan that does not stream).
   std::size_t first_needed() const { return first_needed_; }

@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include "ring_run.hpp"
@@ -91,32 +92,46 @@ BOOST_AUTO_TEST_CASE(top_k_frames_beyond_the_window_go_round_the_ring_with_their
   BOOST_TEST(frames == 4u * 40u * 3u);
 }
 
-// Node 3's summary reaches node 1 only after node 0, which had every
-// summary, has begun the op's data phase: node 1 must take node 0's data
-// message once its own exchange is over, not drop it. On the ring that is
-// node 0's partial sum for its successor; in the direct schedule node 0's
-// values of segment 2, which node 1 owns.
+// Node 3's summary reaches node 1 only after node 0's first data message
+// for node 1 (node 0 sends it right behind its own summary, and in the
+// test it is held until node 3's summary is made): node 1 must take node
+// 0's data message once its own exchange is over, not drop it. On the ring
+// that is node 0's partial sum for its successor; in the direct schedule
+// node 0's values of segment 2, which node 1 owns.
 BOOST_AUTO_TEST_CASE(the_next_phase_from_the_predecessor_waits_for_the_last_summary) {
   for (const bool direct : {false, true}) {
     BOOST_TEST_INFO((direct ? "direct" : "ring"));
     InprocRing ring(4);
-    std::optional<Message> held;  // node 3's summary, for node 1
+    std::mutex mutex;
+    std::optional<Message> held;     // node 3's summary, for node 1
+    std::optional<Message> pending;  // node 0's first data message for node 1
     bool released = false;
+    const auto copy = [](const Message& m) {
+      return Message{m.tag, Bytes::copy_of(m.payload.data(), m.payload.size())};
+    };
     ring.set_filter([&](std::size_t from, const Message& m) -> std::vector<Message> {
+      std::lock_guard lock(mutex);
       if (from == 3 && m.tag.phase == Phase::manifest) {
         // The same message goes to nodes 0, 1 and 2: deliver it to 0 and 2 now.
         if (!held) {
-          held = Message{m.tag, Bytes::copy_of(m.payload.data(), m.payload.size())};
-          for (const std::size_t to : {0u, 2u})
-            ring.inject(to, Message{m.tag, Bytes::copy_of(m.payload.data(), m.payload.size())});
+          held = copy(m);
+          for (const std::size_t to : {0u, 2u}) ring.inject(to, copy(m));
+          if (pending) {  // to node 1, in this order
+            ring.inject(1, *pending);
+            ring.inject(1, *held);
+            released = true;
+          }
         }
         return {};
       }
       const bool for_node_1 = direct ? m.tag.phase == Phase::to_owner && m.tag.segment == 2
                                      : m.tag.phase == Phase::reduce;
-      if (from == 0 && for_node_1 && !released) {
+      if (from == 0 && for_node_1 && !released && !pending) {
+        if (!held) {
+          pending = copy(m);
+          return {};
+        }
         released = true;
-        BOOST_REQUIRE(held.has_value());
         return {m, *held};  // to node 1, in this order
       }
       return {m};

@@ -453,46 +453,107 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(ring_allreduce_gives_exact_sums, L, Links) {
     ring_allreduce_gives_exact_sums_with<L>(direct_bytes);
 }
 
+namespace {
+// Node n's values of the exact-average cases: small integers, whose sums
+// and average are exact.
+std::vector<std::vector<float>> integer_values(std::size_t nodes, std::size_t elements) {
+  std::vector<std::vector<float>> values(nodes, std::vector<float>(elements));
+  for (std::size_t n = 0; n < nodes; ++n)
+    for (std::size_t i = 0; i < elements; ++i)
+      values[n][i] = static_cast<float>(static_cast<int>((i * 17 + n * 101) % 513) - 256);
+  return values;
+}
+
+std::vector<float> exact_average(const std::vector<std::vector<float>>& values) {
+  std::vector<float> average(values[0].size(), 0.0f);
+  for (const auto& v : values)
+    for (std::size_t i = 0; i < v.size(); ++i) average[i] += v[i];
+  for (float& a : average) a /= static_cast<float>(values.size());
+  return average;
+}
+
+// One whole op of method none (summaries, then the data) on this node,
+// never gathered; direct_bytes chooses the schedule.
+std::vector<float> average_op(RingLink& link, std::vector<float>& values, std::size_t nodes,
+                              std::size_t direct_bytes) {
+  zring::collective::OpContext context;
+  context.world_size = nodes;
+  context.local_ranks = 1;
+  context.op_seed = 7;
+  context.ring.chunk_bytes = 4096;
+  context.ring.gather_bytes = 0;  // round the ring, or direct
+  context.ring.direct_bytes = direct_bytes;
+  context.ring.timeout = scaled(10s);
+  zring::collective::OpInput input;
+  input.manifest.method = "none";
+  zring::collective::TensorSpec spec;
+  spec.name = "t";
+  spec.shape.push_back(values.size());
+  spec.numel = values.size();
+  input.manifest.tensors.push_back(spec);
+  input.ranks.push_back(values.data());
+  std::vector<zring::codec::ErrorFeedback> residuals(1);
+  zring::collective::Workspace workspace;
+  zring::collective::OpOutput out =
+      zring::collective::run_allreduce(link, context, input, residuals, workspace);
+  return std::vector<float>(out.values.get(), out.values.get() + out.elements);
+}
+}  // namespace
+
 // A whole op (summaries, then the data) with method none: every node gets
 // the average, the same bits as summing integers and dividing by 3.
 BOOST_AUTO_TEST_CASE_TEMPLATE(run_allreduce_gives_the_exact_average, L, Links) {
   constexpr std::size_t kNodes = 3;
-  constexpr std::size_t kElements = 5000;
   L links(kNodes);
-  std::vector<std::vector<float>> values(kNodes, std::vector<float>(kElements));
-  std::vector<float> sum(kElements, 0.0f);
-  for (std::size_t n = 0; n < kNodes; ++n)
-    for (std::size_t i = 0; i < kElements; ++i) {
-      values[n][i] = static_cast<float>(static_cast<int>((i * 17 + n * 101) % 513) - 256);
-      sum[i] += values[n][i];
-    }
-  std::vector<float> reference(kElements);
-  for (std::size_t i = 0; i < kElements; ++i) reference[i] = sum[i] / static_cast<float>(kNodes);
+  std::vector<std::vector<float>> values = integer_values(kNodes, 5000);
+  const std::vector<float> reference = exact_average(values);
   std::vector<std::vector<float>> result(kNodes);
   check_no_failure(run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>&) {
-    zring::collective::OpContext context;
-    context.world_size = kNodes;
-    context.local_ranks = 1;
-    context.op_seed = 7;
-    context.ring.chunk_bytes = 4096;
-    context.ring.gather_bytes = 0;  // round the ring
-    context.ring.timeout = scaled(10s);
-    zring::collective::OpInput input;
-    input.manifest.method = "none";
-    zring::collective::TensorSpec spec;
-    spec.name = "t";
-    spec.shape.push_back(kElements);
-    spec.numel = kElements;
-    input.manifest.tensors.push_back(spec);
-    input.ranks.push_back(values[n].data());
-    std::vector<zring::codec::ErrorFeedback> residuals(1);
-    zring::collective::Workspace workspace;
-    zring::collective::OpOutput out =
-        zring::collective::run_allreduce(link, context, input, residuals, workspace);
-    result[n].assign(out.values.get(), out.values.get() + out.elements);
+    result[n] = average_op(link, values[n], kNodes, 0);
   }));
   for (std::size_t n = 0; n < kNodes; ++n)
     BOOST_TEST((result[n] == reference), L::kName << ": node " << n << " has another average");
+}
+
+// Nodes 0 and 1 begin an op while node 2 is still between ops (its thread
+// services the ring): what they send right behind their summaries (their
+// values for node 2 as an owner, or node 1's hop 1 of its segment) is kept
+// for the op, not dropped, and every node gets the exact average.
+BOOST_AUTO_TEST_CASE(data_sent_behind_a_summary_waits_for_a_node_that_begins_late) {
+  constexpr std::size_t kNodes = 3;
+  for (const std::size_t direct_bytes : {std::size_t{0}, std::size_t{1} << 30}) {
+    BOOST_TEST_INFO("direct_bytes " << direct_bytes);
+    ZmqLinks links(kNodes);
+    std::vector<std::vector<float>> values = integer_values(kNodes, 5000);
+    const std::vector<float> reference = exact_average(values);
+    std::vector<std::vector<float>> result(kNodes);
+    std::vector<std::optional<Status>> failures(kNodes);
+    {
+      std::vector<std::jthread> threads;
+      for (std::size_t n = 0; n < kNodes; ++n)
+        threads.emplace_back([&, n] {
+          try {
+            if (n == 2) {
+              const auto until = Clock::now() + scaled(300ms);
+              while (Clock::now() < until) links.ring(2).service(until, nullptr);
+            }
+            links.begin_op(n);
+            result[n] = average_op(links.link(n), values[n], kNodes, direct_bytes);
+            links.end_op(n, std::nullopt);
+          } catch (const Error& e) {
+            failures[n] = Status::of(e);
+            try {
+              links.end_op(n, failures[n]);
+            } catch (const std::exception&) {  // the failure is what counts
+            }
+          }
+        });
+    }
+    check_no_failure(failures);
+    for (std::size_t n = 0; n < kNodes; ++n)
+      BOOST_TEST((result[n] == reference), "node " << n << " has another average");
+    BOOST_TEST(links.ring(2).counters().dropped == 0u, links.ring(2).counters().last_drop);
+  }
 }
 
 // A predecessor that is there but sends nothing: recv_until returns nothing
