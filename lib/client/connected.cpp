@@ -152,7 +152,8 @@ class Connected final : public CompressedAllReduce::Impl {
     request.values = wire::ValuesIn::shared_buffer;
     DaemonChannel::Reply<wire::Result> reply;
     try {
-      reply = channel_.call<wire::Result>(request, std::nullopt);
+      reply = channel_.call<wire::Result>(request, std::nullopt,
+                                          &transport::board_of(*buffer_.region()));
     } catch (const Error& e) {
       if (!channel_.daemon_restarted(e)) throw;
       // The daemon restarted: its buffer went with it. Greet the new one and
@@ -245,7 +246,7 @@ class Connected final : public CompressedAllReduce::Impl {
       if (!staged_once) after_staging();
       DaemonChannel::Reply<wire::Result> reply;
       try {
-        reply = channel_.await<wire::Result>(id, false, keep_inputs ? nullptr : &transfer);
+        reply = channel_.await<wire::Result>(id, false, keep_inputs ? nullptr : &transfer, &board);
       } catch (const Error& e) {
         // Only while the caller's values are as they were.
         if ((in_place && transfer.copied_any()) || !attempts.again(e)) throw;

@@ -118,14 +118,25 @@ std::optional<DaemonChannel::Waited> DaemonChannel::look(std::chrono::millisecon
 // With a staged op in flight (and not finished), it copies out what
 // zringd publishes meanwhile, sleeping on the board between looks.
 DaemonChannel::Waited DaemonChannel::wait_reply(std::chrono::milliseconds wait,
-                                                StagedTransfer* staged) {
+                                                StagedTransfer* staged, Board board) {
   const auto until = Clock::now() + wait;
+  constexpr auto kSlice = std::chrono::microseconds(2000);  // between looks at the socket
   while (staged && !staged->complete() && !staged->finished()) {
     staged->take_published();
     if (const auto got = look(std::chrono::milliseconds(0))) return *got;
     const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now());
     if (left.count() <= 0) return Waited::silence;
-    if (!staged->complete()) staged->sleep(std::min(left, std::chrono::microseconds(2000)));
+    if (!staged->complete()) staged->sleep(std::min(left, kSlice));
+  }
+  // Asleep on the board, woken by its answer, looking at the socket (an
+  // error, a keepalive, zringd gone) between slices.
+  while (board.board) {
+    const std::uint32_t seen = board.board->published_seq.load(std::memory_order_acquire);
+    if (board.board->answer_to(board.id)) return Waited::on_board;
+    if (const auto got = look(std::chrono::milliseconds(0))) return *got;
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now());
+    if (left.count() <= 0) return Waited::silence;
+    transport::StagingBoard::sleep_while(board.board->published_seq, seen, std::min(left, kSlice));
   }
   for (;;) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
@@ -138,9 +149,14 @@ DaemonChannel::Waited DaemonChannel::wait_reply(std::chrono::milliseconds wait,
 // `data`), whichever request it answers. Throws when none comes, after
 // given_up_ ran.
 wire::IpcMessage DaemonChannel::next_reply(Clock::time_point deadline, bool connecting,
-                                           StagedTransfer* staged, zmq::message_t& data) {
+                                           StagedTransfer* staged, Board board,
+                                           zmq::message_t& data) {
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-  const Waited waited = left.count() <= 0 ? Waited::silence : wait_reply(left, staged);
+  const Waited waited = left.count() <= 0 ? Waited::silence : wait_reply(left, staged, board);
+  if (waited == Waited::on_board) {
+    last_reply_was_silence_ = false;
+    return *board.board->answer_to(board.id);
+  }
   if (waited != Waited::reply) {
     last_reply_was_silence_ = true;
     given_up_();

@@ -24,6 +24,7 @@
 
 #include "client/daemon_watch.hpp"
 #include "client/staged_transfer.hpp"
+#include "transport/staging_board.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::client {
@@ -49,11 +50,13 @@ class DaemonChannel {
   DaemonChannel& operator=(const DaemonChannel&) = delete;
 
   // Sends a request (a Hello, Submit or Attach) and waits for its reply, of
-  // the kind Answer. Throws the daemon's error, or timeout.
+  // the kind Answer (for an op in the shared buffer, on `board`). Throws
+  // the daemon's error, or timeout.
   template <class Answer, class Request>
-  Reply<Answer> call(Request request, std::optional<zmq::message_t> data) {
+  Reply<Answer> call(Request request, std::optional<zmq::message_t> data,
+                     const transport::StagingBoard* board = nullptr) {
     constexpr bool hello = std::is_same_v<Request, wire::Hello>;
-    return await<Answer>(send_request(std::move(request), std::move(data)), hello);
+    return await<Answer>(send_request(std::move(request), std::move(data)), hello, nullptr, board);
   }
 
   // Sends a request with a new id (returned), and its values frame if any.
@@ -67,13 +70,16 @@ class DaemonChannel {
 
   // Waits for the reply to request id, of the kind Answer; connecting for
   // the hello's. With a staged op in flight, copies out what zringd
-  // publishes meanwhile.
+  // publishes meanwhile. An op whose averages are in the shared buffer is
+  // answered on its board (StagingBoard::answer) instead of by a message;
+  // errors and keepalives still come as messages.
   template <class Answer>
-  Reply<Answer> await(std::uint64_t id, bool connecting, StagedTransfer* staged = nullptr) {
+  Reply<Answer> await(std::uint64_t id, bool connecting, StagedTransfer* staged = nullptr,
+                      const transport::StagingBoard* board = nullptr) {
     auto deadline = Clock::now() + timeout_;
     for (;;) {
       zmq::message_t data;
-      wire::IpcMessage reply = next_reply(deadline, connecting, staged, data);
+      wire::IpcMessage reply = next_reply(deadline, connecting, staged, Board{board, id}, data);
       if (wire::request_of(reply) != id) continue;  // a late answer to a request that timed out
       if (std::holds_alternative<wire::Keepalive>(reply)) {
         deadline = Clock::now() + timeout_;
@@ -97,14 +103,19 @@ class DaemonChannel {
 
  private:
   // What a wait for the reply came to.
-  enum class Waited { reply, silence, closed_during, gone };
+  enum class Waited { reply, on_board, silence, closed_during, gone };
+  // Where the answer to request `id` may be written instead (none: nowhere).
+  struct Board {
+    const transport::StagingBoard* board;
+    std::uint64_t id;
+  };
 
   wire::ClientWait wait_from_now() const;
   void send(const std::vector<std::uint8_t>& header, std::optional<zmq::message_t> data);
   std::optional<Waited> look(std::chrono::milliseconds wait);
-  Waited wait_reply(std::chrono::milliseconds wait, StagedTransfer* staged);
+  Waited wait_reply(std::chrono::milliseconds wait, StagedTransfer* staged, Board board);
   wire::IpcMessage next_reply(Clock::time_point deadline, bool connecting, StagedTransfer* staged,
-                              zmq::message_t& data);
+                              Board board, zmq::message_t& data);
   Error unexpected(std::uint64_t id, const wire::IpcMessage& reply) const;
   Error silence(bool connecting) const;
   Error closed(bool connecting, Waited waited) const;

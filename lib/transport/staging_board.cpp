@@ -37,6 +37,30 @@ void StagingBoard::stage(std::uint64_t upto) noexcept {
   wake(staged_seq);
 }
 
+void StagingBoard::answer(const wire::Result& result) noexcept {
+  result_op.store(result.op, std::memory_order_relaxed);
+  result_wire_bytes.store(result.wire_bytes, std::memory_order_relaxed);
+  result_dense_bytes.store(result.dense_bytes, std::memory_order_relaxed);
+  result_world_size.store(result.world_size, std::memory_order_relaxed);
+  result_rank.store(result.rank, std::memory_order_relaxed);
+  answered.store(result.request, std::memory_order_release);
+  published_seq.fetch_add(1, std::memory_order_release);
+  wake(published_seq);
+}
+
+std::optional<wire::Result> StagingBoard::answer_to(std::uint64_t request) const noexcept {
+  if (request == 0 || answered.load(std::memory_order_acquire) != request) return std::nullopt;
+  wire::Result result;
+  result.request = request;
+  result.op = result_op.load(std::memory_order_relaxed);
+  result.wire_bytes = result_wire_bytes.load(std::memory_order_relaxed);
+  result.dense_bytes = result_dense_bytes.load(std::memory_order_relaxed);
+  result.world_size = result_world_size.load(std::memory_order_relaxed);
+  result.rank = result_rank.load(std::memory_order_relaxed);
+  result.in_shared_buffer = true;
+  return result;
+}
+
 void StagingBoard::wake(std::atomic<std::uint32_t>& word) noexcept {
   futex(word, FUTEX_WAKE, INT32_MAX, nullptr);
 }

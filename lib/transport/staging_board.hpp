@@ -1,8 +1,10 @@
 // staging_board.hpp - progress of a staged op, in the shared buffer (internal).
 //
 // The first kBoardBytes of every shared buffer hold a StagingBoard: how far
-// the client has copied its values in (in StagingOrder positions), and, per
-// ring segment, how far zringd has written final averages. Each side bumps a
+// the client has copied its values in (in StagingOrder positions), per ring
+// segment how far zringd has written final averages, and the answer to an
+// op whose averages are in the buffer (wire::Result, in place of a message:
+// the client need not wait for ZeroMQ's two I/O threads). Each side bumps a
 // futex word after it moves its counter, so the other can sleep instead of
 // spinning. Nothing here is trusted beyond "a number": a client that lies
 // only gets its own values averaged wrongly, as if it had written garbage.
@@ -13,10 +15,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "collective/staging.hpp"
+#include "wire/wire.hpp"
 
 namespace zring::transport {
 
@@ -30,14 +34,23 @@ struct StagingBoard {
   std::atomic<std::uint32_t> published_seq;  // futex word, bumped after a published[] moves
   std::atomic<std::uint32_t> finished;       // zringd: done with the op (its answer follows)
   std::uint32_t unused;
+  // zringd: the Result of request `answered` (0: none yet), fields first.
+  std::atomic<std::uint64_t> answered;
+  std::atomic<std::uint64_t> result_op, result_wire_bytes, result_dense_bytes;
+  std::atomic<std::uint32_t> result_world_size, result_rank;
   // zringd: per segment, how many of its first elements are final.
-  static constexpr std::size_t kSegments = (kBoardBytes - 24) / 8;
+  static constexpr std::size_t kSegments = (kBoardBytes - 64) / 8;
   std::atomic<std::uint64_t> published[kSegments];
 
   // The client, before it submits a staged op: nothing staged or published.
   void reset() noexcept;
   // The client: the first `upto` positions are in place.
   void stage(std::uint64_t upto) noexcept;
+  // zringd: the answer to the op of request result.request, whose averages
+  // are in the buffer; wakes the client (published_seq).
+  void answer(const wire::Result& result) noexcept;
+  // The client: that answer, if zringd gave it for `request`.
+  [[nodiscard]] std::optional<wire::Result> answer_to(std::uint64_t request) const noexcept;
   // Wakes whoever sleeps on the word.
   static void wake(std::atomic<std::uint32_t>& word) noexcept;
   // Sleeps while word == seen, at most `for_at_most`; returns at once

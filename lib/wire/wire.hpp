@@ -42,8 +42,10 @@ namespace zring::wire {
 // what the op is, all-reduce or broadcast, and the ring has a broadcast phase;
 // 4: each kind of IPC message has its own fields, and the replies to status,
 // attach and trace requests their own kinds; 5: the direct schedule's
-// phases, to_owner and from_owner).
-inline constexpr std::uint32_t kWireVersion = 5;
+// phases, to_owner and from_owner; 6: a node's first data messages come
+// right behind its summary, before the receiver may have begun the op, and
+// a shared-buffer op's Result is written on the buffer's board, not sent).
+inline constexpr std::uint32_t kWireVersion = 6;
 
 // What a message is. Values are part of the wire format: never renumber.
 enum class MessageType : std::uint32_t {
@@ -259,7 +261,10 @@ enum class ValuesIn : std::uint8_t {
 };
 
 // client -> daemon: one rank's part of an op, an all-reduce or a broadcast
-// as its manifest says. Answered by a Result (or an ErrorReply).
+// as its manifest says. Answered by a Result (or an ErrorReply); with its
+// values in the shared buffer, the Result is written on the buffer's
+// board instead (transport/staging_board.hpp), and only an ErrorReply comes
+// as a message.
 struct Submit {
   std::uint64_t request = 0;
   std::uint32_t local_rank = 0;
@@ -270,7 +275,8 @@ struct Submit {
 };
 
 // daemon -> client: the op's averaged values are in the frame after the
-// message, or in the shared buffer where the client put its own.
+// message, or in the shared buffer where the client put its own (and then
+// this is on the buffer's board, not a message).
 struct Result {
   std::uint64_t request = 0;
   std::uint64_t op = 0;           // the ring's op number

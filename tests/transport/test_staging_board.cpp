@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 #include <zring/error.hpp>
 
@@ -110,4 +111,34 @@ BOOST_AUTO_TEST_CASE(a_reset_board_holds_nothing_of_the_last_op) {
   BOOST_TEST(seen.staged.load() == 0u);
   BOOST_TEST(seen.published[0].load() == 0u);
   BOOST_TEST(seen.finished.load() == 0u);
+}
+
+// zringd's answer on the board reaches the client's mapping whole, for the
+// request it answers only, and wakes a client asleep on the board.
+BOOST_AUTO_TEST_CASE(an_answer_on_the_board_is_for_its_request_alone) {
+  TwoSides sides(64 * sizeof(float));
+  const StagingBoard& client = board_of(*sides.client);
+  BOOST_TEST(!client.answer_to(1).has_value());  // a new buffer answers nothing
+  zring::wire::Result result;
+  result.request = 7;
+  result.op = 41;
+  result.wire_bytes = 1u << 20;
+  result.dense_bytes = 4u << 20;
+  result.world_size = 8;
+  result.rank = 5;
+  result.in_shared_buffer = true;
+  const std::uint32_t seen = client.published_seq.load();
+  std::thread daemon([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    board_of(*sides.daemon).answer(result);
+  });
+  while (!client.answer_to(7))
+    StagingBoard::sleep_while(client.published_seq, client.published_seq.load(),
+                              std::chrono::seconds(10));
+  daemon.join();
+  BOOST_TEST(client.published_seq.load() != seen);
+  BOOST_TEST((*client.answer_to(7) == result));
+  BOOST_TEST(!client.answer_to(6).has_value());
+  BOOST_TEST(!client.answer_to(8).has_value());
+  BOOST_TEST(!client.answer_to(0).has_value());
 }

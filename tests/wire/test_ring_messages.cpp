@@ -87,9 +87,9 @@ BOOST_AUTO_TEST_CASE(layout_is_pinned) {
   h.sender = 1;
   h.tag = {Phase::reduce, 5, 6, 7};
   h.text = "x";
-  // fixarray of 14: version 5, type 2, kind, generation, op, sender, phase,
+  // fixarray of 14: version 6, type 2, kind, generation, op, sender, phase,
   // segment, chunk, hop, origin, error_code, text, members (bin 8 of 0 bytes).
-  const Bytes want = {0x9e, 5, 2, 1, 3, 4, 1, 2, 5, 6, 7, 0, 0, 0xa1, 'x', 0xc4, 0};
+  const Bytes want = {0x9e, 6, 2, 1, 3, 4, 1, 2, 5, 6, 7, 0, 0, 0xa1, 'x', 0xc4, 0};
   BOOST_TEST(wire::encode_ring_header(h) == want, boost::test_tools::per_element());
 }
 
@@ -193,14 +193,14 @@ BOOST_AUTO_TEST_CASE(bounds_of_the_tree) {
   Bytes trailing = wt::pack_value(ring_value());
   trailing.push_back(0xc0);
   wt::expect_malformed(ring, trailing, "trailing");
-  wt::expect_malformed(ring, Bytes{0x93, 5, 2, 0x80}, "map");  // [5, 2, {}]
+  wt::expect_malformed(ring, Bytes{0x93, 6, 2, 0x80}, "map");  // [6, 2, {}]
 }
 
 BOOST_AUTO_TEST_CASE(other_message_types) {
   const Bytes s = wire::encode_summary(wt::sample_summary());
   wt::expect_malformed(ring, s, "expected a message of type 2 (ring header), got type 3");
   wt::expect_malformed(ring, wire::encode_gradients({}), "got type 1 (gradients)");
-  wt::expect_malformed(ring, Bytes{0x92, 5, 6}, "unknown message type 6");
+  wt::expect_malformed(ring, Bytes{0x92, 6, 6}, "unknown message type 6");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -217,9 +217,9 @@ BOOST_AUTO_TEST_CASE(round_trips_with_stats_nonfinite_and_error) {
 BOOST_AUTO_TEST_CASE(empty_summary_round_trips) {
   const NodeSummary s;
   const Bytes bytes = wire::encode_summary(s);
-  // fixarray of 8: 5, 3, [method "", [], kind 1, root 0], error "", code 0,
+  // fixarray of 8: 6, 3, [method "", [], kind 1, root 0], error "", code 0,
   // bin 0, bin 0, 0.
-  const Bytes want = {0x98, 5, 3, 0x94, 0xa0, 0x90, 1, 0, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
+  const Bytes want = {0x98, 6, 3, 0x94, 0xa0, 0x90, 1, 0, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
   BOOST_TEST(bytes == want, boost::test_tools::per_element());
   wt::check_equal(wire::decode_summary(bytes.data(), bytes.size()), s);
 }
