@@ -175,6 +175,7 @@ class ZmqRing final : public collective::RingLink {
   // The ring position of listed node `listed_index` (of the op, during
   // one); nothing when it is not a member.
   std::optional<std::size_t> position_of(std::size_t listed_index) const noexcept;
+  // ring_receive.cpp
   // Data sent to every node by its origin itself, and whether its sender is that origin.
   static bool sent_straight(const wire::RingHeader& header) noexcept;
   bool from_its_origin(const wire::RingHeader& header) const noexcept;
