@@ -140,7 +140,7 @@ class Connected final : public CompressedAllReduce::Impl {
   }
 
   void all_reduce_in_place(SharedTensors::Storage& tensors) override {
-    if (!(tensors.current && tensors.region && tensors.region == buffer_.region())) {
+    if (!buffer_.holds(tensors)) {
       // Not (or no longer) where zringd looks: staged like caller memory.
       TensorViews views;
       for (const auto& [name, shape] : tensors.shapes)

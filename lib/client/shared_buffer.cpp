@@ -33,9 +33,13 @@ void SharedBuffer::give_up() {
   drop();
 }
 
+bool SharedBuffer::holds(const SharedTensors::Storage& tensors) const noexcept {
+  return tensors.current && tensors.region && tensors.region == region_;
+}
+
 bool SharedBuffer::lent() const {
   const auto tensors = lent_.lock();
-  return tensors && tensors->current && tensors->region == region_;
+  return tensors && holds(*tensors);
 }
 
 }  // namespace zring::client

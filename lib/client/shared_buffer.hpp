@@ -41,6 +41,9 @@ class SharedBuffer {
   // memory (the same addresses, the same values).
   void give_up();
 
+  // Whether these SharedTensors stand in this buffer now (zringd reads
+  // and writes them where they are).
+  [[nodiscard]] bool holds(const SharedTensors::Storage& tensors) const noexcept;
   // Whether the buffer is the one a live SharedTensors stands in.
   [[nodiscard]] bool lent() const;
   // The buffer, once attached (null before, and once let go of).
