@@ -141,6 +141,9 @@ void ZmqRing::send_to(std::size_t to, const collective::ChunkTag& tag, collectiv
   header.op = *op_;
   header.sender = static_cast<std::uint32_t>(options_.self);
   header.tag = tag;
+  // Data before every summary is known (the data behind a summary, what a
+  // schedule sends ahead) can let another node finish the op.
+  if (!summaries_known_ && tag.phase != collective::Phase::manifest) data_ahead_ = true;
   const std::size_t peer = member_at(to);
   enqueue(peer, header, share(payload));
   flush(peer);
@@ -279,7 +282,7 @@ std::uint64_t ZmqRing::begin_op() {
   op_generation_ = generation();
   op_ = op;
   op_failure_.reset();
-  summaries_known_ = retry_ = false;
+  summaries_known_ = retry_ = data_ahead_ = false;
   membership_.op_began();
   while (!early_.empty() && early_.front().first != op) early_.pop_front();
   return op;
@@ -293,7 +296,7 @@ void ZmqRing::end_op(const std::optional<Status>& failure) {
   op_.reset();
   put_back_.clear();
   op_failure_.reset();
-  summaries_known_ = retry_ = false;
+  summaries_known_ = retry_ = data_ahead_ = false;
   membership_.op_ended();
   // A ring change before the summaries: the ring is re-forming already.
   if (!failure || failure->everyone_knows || listed() == 1 || ring_changed) return;

@@ -122,8 +122,15 @@ class ZmqRing final : public collective::RingLink {
   // Whether the op that just failed should run again on the next ring: the
   // ring changed under it before this node knew every summary, so nothing
   // of it was written anywhere, and the nodes that had not begun it yet will
-  // run it on the new ring. Valid between the failure and end_op.
-  [[nodiscard]] bool op_may_run_again() const noexcept { return op_failure_ && retry_; }
+  // run it on the new ring; and this node sent nothing but its summary, so
+  // no other node can have finished the op with its data (a small op's
+  // values, top-k payloads and what a schedule sends ahead go right behind
+  // the summary: a node that has every summary and that data is done, and
+  // a node that ran the op again would then be an op behind it, silently).
+  // Valid between the failure and end_op.
+  [[nodiscard]] bool op_may_run_again() const noexcept {
+    return op_failure_ && retry_ && !data_ahead_;
+  }
 
   // --- RingLink (positions in the current ring) ----------------------------------
   std::size_t node() const noexcept override;
@@ -237,6 +244,7 @@ class ZmqRing final : public collective::RingLink {
   std::optional<Status> op_failure_;           // set by control messages mid-op
   bool summaries_known_ = false;               // the op knows every summary
   bool retry_ = false;                         // op_failure_ is a ring change before that
+  bool data_ahead_ = false;                    // data of the op went out before that
   std::optional<collective::Deadline> alive_;  // when the ring thread last ran (check_stall)
   std::optional<Stall> stall_;
 
