@@ -33,7 +33,7 @@ class InprocRing::Link final : public RingLink {
     timed_out((node_ + nodes() - 1) % nodes());
   }
 
-  [[noreturn]] void timed_out(std::size_t waited_for) const override {
+  [[noreturn]] void timed_out(std::size_t waited_for) override {
     throw Error(ErrorCode::timeout, "node " + std::to_string(node_) +
                                         ": timed out waiting for node " +
                                         std::to_string(waited_for));

@@ -92,8 +92,10 @@ class RingLink {
   // with something else).
   virtual std::optional<Message> recv_until(Deadline deadline) = 0;
   // Throws the zring::Error(timeout) recv throws, naming node `waited_for`
-  // instead of the predecessor: for a wait on messages from any node.
-  [[noreturn]] virtual void timed_out(std::size_t waited_for) const = 0;
+  // instead of the predecessor: for a wait on messages from any node. A
+  // transport that sees a member died instead throws the error of that
+  // change of the ring (recv does the same).
+  [[noreturn]] virtual void timed_out(std::size_t waited_for) = 0;
   // Messages of the current op that recv returned before the caller could
   // take them (a later phase's from the predecessor, while this node still
   // waits for another node's summary): recv returns them first, in order.

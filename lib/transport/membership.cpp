@@ -178,7 +178,10 @@ void Membership::on_form(std::size_t from, const RingHeader& header, Deadline no
   if (!mine || !listed_only || ring.size() < options_.min_nodes || ring.front() != header.origin ||
       from != prev_in(ring, options_.self) || header.origin != coordinator(now))
     return;  // not a ring this node can be in now; the coordinator tries again
-  if (header.generation != generation_ || up_) adopt(header.generation, ring, header.text);
+  if (header.generation != generation_ || up_) {
+    adopt(header.generation, ring, header.text);
+    awaiting_up_since_ = now;
+  }
   RingHeader form = control(RingKind::form, header.generation);
   form.members = ring;
   form.origin = header.origin;
@@ -238,9 +241,7 @@ void Membership::watch_members(Deadline now) {
   for (const std::uint32_t m : members_) {
     if (m == options_.self) continue;
     if (silent(m, now)) {
-      fail("nothing heard from " + options_.labels[m] + " for " +
-               ms_text(now - peers_[m].heard.value_or(started_)) + " (is its zringd running?)",
-           true, now);
+      fail_silent(m, now);
       return;
     }
     if (peers_[m].left) {
@@ -255,6 +256,25 @@ void Membership::watch_members(Deadline now) {
     go_down("taking in node '" + options_.names[n] + "'", now);
     return;
   }
+}
+
+void Membership::fail_silent(std::uint32_t member, Deadline now) {
+  fail("nothing heard from " + options_.labels[member] + " for " +
+           ms_text(now - peers_[member].heard.value_or(started_)) + " (is its zringd running?)",
+       true, now);
+}
+
+bool Membership::fail_if_a_member_is_missing(Deadline now) {
+  if (!up_) return false;
+  using collective::Clock;
+  const Clock::duration missed =
+      options_.timeout - std::min<Clock::duration>(2 * options_.heartbeat, options_.timeout / 2);
+  for (const std::uint32_t m : members_) {
+    if (m == options_.self || now - peers_[m].heard.value_or(started_) <= missed) continue;
+    fail_silent(m, now);
+    return true;
+  }
+  return false;
 }
 
 // Every node says when it sees no quorum; the coordinator forms a ring of
@@ -294,6 +314,7 @@ void Membership::try_form(Deadline now) {
   }
   const std::size_t c = coordinator(now);
   if (c != options_.self) {
+    if (awaiting_up_since_ && now - *awaiting_up_since_ < options_.timeout) return;
     RingHeader reform = control(RingKind::reform, generation_);
     reform.origin = static_cast<std::uint32_t>(options_.self);
     reform.text = down_reason_;
@@ -348,12 +369,14 @@ void Membership::adopt(std::uint64_t generation, std::vector<std::uint32_t> ring
 
 void Membership::go_up() {
   up_ = true;
+  awaiting_up_since_.reset();
   down_reason_.clear();
   last_up_ = members_;
 }
 
 void Membership::go_down(const std::string& why, Deadline now) {
   up_ = false;
+  awaiting_up_since_.reset();
   down_reason_ = why;
   if (!break_) break_ = Status{ErrorCode::ring_changed, why};
   next_form_ = now;

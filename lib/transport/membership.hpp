@@ -83,6 +83,11 @@ class Membership {
   // not know of, a member is silent): down, and (ask_reform) the
   // coordinator is asked for a new generation.
   void fail(const std::string& why, bool ask_reform, Deadline now);
+  // An op of this node waited a timeout in vain: if a member has missed
+  // its last two heartbeats (it died, and its silence is about to be
+  // noticed), the ring fails as for a silent member, and true. Otherwise
+  // the op timed out on a node that is alive.
+  bool fail_if_a_member_is_missing(Deadline now);
 
   // --- outputs ----------------------------------------------------------------
   [[nodiscard]] std::vector<MembershipSend> take_sends();
@@ -132,6 +137,7 @@ class Membership {
   void on_up(std::size_t from, const wire::RingHeader& header);
   void on_reform(std::size_t from, const wire::RingHeader& header, Deadline now);
   void watch_members(Deadline now);
+  void fail_silent(std::uint32_t member, Deadline now);
   void try_form(Deadline now);
   void propose(const std::vector<std::uint32_t>& ring, const std::string& why, Deadline now);
   void adopt(std::uint64_t generation, std::vector<std::uint32_t> ring, const std::string& why);
@@ -153,6 +159,10 @@ class Membership {
   std::vector<std::uint32_t> members_;
   std::vector<std::uint32_t> last_up_;  // the members of the last ring this node was up in
   bool up_ = false;
+  // Since when this node waits for the UP of the generation it adopted from
+  // a FORM; meanwhile it does not ask for a new ring (a REFORM of that
+  // generation would end it at the coordinator, which may be up in it).
+  std::optional<Deadline> awaiting_up_since_;
   std::uint64_t forming_ = 0;  // coordinator: the generation it proposed
   std::vector<std::uint32_t> proposed_;
   Deadline forming_since_;  // when its proposals began

@@ -28,7 +28,14 @@ collective::Message ZmqRing::recv(Deadline deadline) {
   timed_out((node() + nodes() - 1) % nodes());
 }
 
-void ZmqRing::timed_out(std::size_t waited_for) const {
+void ZmqRing::timed_out(std::size_t waited_for) {
+  // A member that died is about to be found silent (its heartbeats stopped
+  // with it): the op meets that change of the ring, the same on every
+  // node, rather than a timeout, which aborts the op at the others too.
+  if (op_ && membership_.fail_if_a_member_is_missing(Clock::now())) {
+    apply_membership();
+    if (op_failure_) op_failure_->raise();
+  }
   std::string text = "op " + std::to_string(op_.value_or(0)) + ": timed out after " +
                      ms_text(options_.timeout) + " waiting for " + describe(waited_for);
   if (counters_.dropped != 0)

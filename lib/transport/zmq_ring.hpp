@@ -140,7 +140,7 @@ class ZmqRing final : public collective::RingLink {
   collective::Message recv(collective::Deadline deadline) override;
   std::optional<collective::Message> recv_until(collective::Deadline deadline) override;
   void send_to(std::size_t to, const collective::ChunkTag& tag, collective::Bytes payload) override;
-  [[noreturn]] void timed_out(std::size_t waited_for) const override;
+  [[noreturn]] void timed_out(std::size_t waited_for) override;
   void put_back(std::vector<collective::Message> messages) override;
   void summaries_known() override { summaries_known_ = true; }
 

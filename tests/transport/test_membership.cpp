@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -48,6 +49,17 @@ class Network {
   }
   void cut_one_way(std::size_t from, std::size_t to) { cut_.insert({from, to}); }
   void heal() { cut_.clear(); }
+  // Messages of `kind` from `from` to `to` wait until release().
+  void hold(std::size_t from, std::size_t to, zring::wire::RingKind kind) {
+    held_kinds_.insert({from, to, kind});
+  }
+  void release() {
+    held_kinds_.clear();
+    for (auto& [from, to, header] : held_)
+      if (running(to)) nodes_[to]->heard(from, header, now_);
+    held_.clear();
+    deliver();
+  }
 
   // Moves the clock by `span`, ticking every running node each step and
   // delivering every message at once.
@@ -102,7 +114,9 @@ class Network {
         if (!running(from)) continue;
         for (const auto& send : nodes_[from]->take_sends()) {
           any = true;
-          if (send.to < count_ && running(send.to) && !cut_.count({from, send.to}))
+          if (held_kinds_.count({from, send.to, send.header.kind}))
+            held_.push_back({from, send.to, send.header});
+          else if (send.to < count_ && running(send.to) && !cut_.count({from, send.to}))
             nodes_[send.to]->heard(from, send.header, now_);
         }
       }
@@ -117,6 +131,8 @@ class Network {
   Deadline now_ = Clock::now();
   std::vector<std::unique_ptr<Membership>> nodes_;
   std::set<std::pair<std::size_t, std::size_t>> cut_;
+  std::set<std::tuple<std::size_t, std::size_t, zring::wire::RingKind>> held_kinds_;
+  std::vector<std::tuple<std::size_t, std::size_t, zring::wire::RingHeader>> held_;
 };
 
 bool contains(const std::string& text, const std::string& part) {
@@ -321,6 +337,52 @@ BOOST_AUTO_TEST_CASE(a_form_from_a_node_that_is_not_the_coordinator_is_ignored) 
   form.members = {0, 2};  // a ring without n1, claimed by n1 as n0's
   net.at(2).heard(1, form, net.now());
   BOOST_TEST(net.at(2).generation() == g);
+}
+
+// Found in test_elastic under ASan: n1 adopted the new ring from its FORM
+// and, before the UP reached it, asked its coordinator for a new ring of
+// that very generation; n0, up in it, ended it, and the op that had begun
+// on it failed a second time.
+BOOST_AUTO_TEST_CASE(a_node_waiting_for_the_up_of_its_new_ring_does_not_ask_for_another) {
+  Network net(3);
+  BOOST_REQUIRE(net.settles_on({0, 1, 2}));
+  net.hold(0, 1, zring::wire::RingKind::up);
+  net.stop(2);
+  net.run(kTimeout + 300ms);  // n2 found silent; n0 forms [n0 n1], n1 waits for the UP
+  BOOST_REQUIRE(net.at(0).up());
+  BOOST_REQUIRE((net.at(0).members() == Members{0, 1}));
+  BOOST_REQUIRE(!net.at(1).up());
+  const std::uint64_t g = net.at(0).generation();
+  BOOST_REQUIRE(net.at(1).generation() == g);
+  net.run(kTimeout / 2);  // n1 would have asked every 200 ms
+  BOOST_TEST(net.at(0).up());
+  BOOST_TEST(net.at(0).generation() == g);
+  net.release();
+  BOOST_TEST(net.agreed({0, 1}));
+  BOOST_TEST(net.at(1).generation() == g);
+}
+
+// An op waits a timeout for a node that died: on its side the silence is
+// the same length, so which is noticed first was a matter of a heartbeat.
+// A member that missed its last two heartbeats is taken as gone.
+BOOST_AUTO_TEST_CASE(an_op_that_times_out_on_a_member_that_missed_its_heartbeats_ends_the_ring) {
+  Network net(3);
+  BOOST_REQUIRE(net.settles_on({0, 1, 2}));
+  (void)net.at(1).take_break();
+  net.stop(2);
+  net.run(kTimeout / 2);
+  BOOST_TEST(!net.at(1).fail_if_a_member_is_missing(net.now()));  // n0 and n2 heard lately
+  BOOST_TEST(net.at(1).up());
+  net.run(kTimeout / 2 - 2 * kHeartbeat + 50ms);
+  BOOST_REQUIRE(net.at(1).up());  // not yet silent for a timeout
+  BOOST_TEST(net.at(1).fail_if_a_member_is_missing(net.now()));
+  BOOST_TEST(!net.at(1).up());
+  const auto broken = net.at(1).take_break();
+  BOOST_REQUIRE(broken.has_value());
+  BOOST_TEST((broken->code == ErrorCode::ring_changed));
+  BOOST_TEST(contains(broken->text, "nothing heard from node 'n2' (tcp://127.0.0.1:7002) for "),
+             broken->text);
+  BOOST_TEST(net.settles_on({0, 1}, kTimeout));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

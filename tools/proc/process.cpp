@@ -177,6 +177,9 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  // ZRING_KEEP_TEST_DIRS=1 leaves the daemons' logs and files to read.
+  const char* keep = std::getenv("ZRING_KEEP_TEST_DIRS");
+  if (keep && std::string(keep) == "1") return;
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }
