@@ -145,6 +145,8 @@ void Membership::heard(std::size_t from, const RingHeader& header, Deadline now)
       return;
     case RingKind::data:
     case RingKind::abort:
+    case RingKind::data_via_tcp:  // the transport's (tcp_data.hpp): never handed here
+    case RingKind::data_via_zmq:
       return;
   }
 }

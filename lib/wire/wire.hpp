@@ -44,8 +44,10 @@ namespace zring::wire {
 // attach and trace requests their own kinds; 5: the direct schedule's
 // phases, to_owner and from_owner; 6: a node's first data messages come
 // right behind its summary, before the receiver may have begun the op, and
-// a shared-buffer op's Result is written on the buffer's board, not sent).
-inline constexpr std::uint32_t kWireVersion = 6;
+// a shared-buffer op's Result is written on the buffer's board, not sent;
+// 7: ring messages may travel on plain TCP connections, RingHeader::data_port
+// and the kinds data_via_tcp and data_via_zmq, tcp_frames.hpp).
+inline constexpr std::uint32_t kWireVersion = 7;
 
 // What a message is. Values are part of the wire format: never renumber.
 enum class MessageType : std::uint32_t {
@@ -131,6 +133,11 @@ enum class RingKind : std::uint8_t {
   up = 4,         // generation g went all the way round: the ring is up
   reform = 5,     // "please form a new generation" (to the coordinator)
   abort = 6,      // op `op` of generation g failed at `origin`: fail it (to every member)
+  // On ZeroMQ, between two nodes (transport/tcp_data.hpp): "what I send you
+  // after this comes on my TCP connection whose nonce is `op`" ...
+  data_via_tcp = 7,
+  // ... and "what I send you after this comes on ZeroMQ again".
+  data_via_zmq = 8,
 };
 
 struct RingHeader {
@@ -145,6 +152,9 @@ struct RingHeader {
   // form: the proposed ring; heartbeat: the ring the sender is up in (empty
   // when it is not up). Listed indices, increasing.
   std::vector<std::uint32_t> members;
+  // Every control message: the TCP port the sender takes ring messages on
+  // (tcp_frames.hpp), 0 when it takes them on ZeroMQ only.
+  std::uint32_t data_port = 0;
 };
 
 // Longest RingHeader::text and NodeSummary::error; encoders cut longer ones.
@@ -152,11 +162,11 @@ inline constexpr std::size_t kMaxRingTextBytes = 4096;
 // Largest listed index a RingHeader's members can name, plus one.
 inline constexpr std::size_t kMaxRingNodes = 4096;
 
-// [version, 2 (ring), kind (1..6), generation, op, sender, phase (0..7; 1..7
+// [version, 2 (ring), kind (1..8), generation, op, sender, phase (0..7; 1..7
 //  for data), segment, chunk, hop, origin, error_code (one of kErrorCodes),
 //  text (str), members (bin: a bitmap, bit i of byte i / 8 for listed node
-//  i, at most kMaxRingNodes / 8 bytes, no trailing zero byte)]: 14 flat
-//  items, the u32 fields < 2^32.
+//  i, at most kMaxRingNodes / 8 bytes, no trailing zero byte), data_port
+//  (0..65535)]: 15 flat items, the u32 fields < 2^32.
 [[nodiscard]] std::vector<std::uint8_t> encode_ring_header(const RingHeader& header);
 // Validated: throws unsupported_version / malformed_message.
 [[nodiscard]] RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size);

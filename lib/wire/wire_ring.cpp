@@ -15,9 +15,9 @@ using namespace detail;
 
 namespace {
 
-// --- ring header: 12 flat body items -------------------------------------------
+// --- ring header: 13 flat body items -------------------------------------------
 
-constexpr std::size_t kRingItems = 12;
+constexpr std::size_t kRingItems = 13;
 constexpr std::size_t kMaxMembersBytes = kMaxRingNodes / 8;
 constexpr std::string_view kRing = "ring header";
 constexpr TreeLimits kRingTree{.message = kRing,
@@ -119,6 +119,7 @@ std::vector<std::uint8_t> encode_ring_header(const RingHeader& h) {
     bitmap[n / 8] = static_cast<std::uint8_t>(bitmap[n / 8] | (1u << (n % 8)));
   }
   pack_bytes(p, bitmap.data(), bitmap.size(), "a ring header's members");
+  p.pack_uint32(h.data_port);
   return out;
 }
 
@@ -128,7 +129,7 @@ RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size) {
   const auto f = body(tree.get(), kRingItems, kRing);
   RingHeader h;
   h.kind = static_cast<RingKind>(
-      as_kind(f[0], static_cast<std::uint64_t>(RingKind::abort), Where{kRing, "kind"}));
+      as_kind(f[0], static_cast<std::uint64_t>(RingKind::data_via_zmq), Where{kRing, "kind"}));
   h.generation = as_u64(f[1], Where{kRing, "generation"});
   h.op = as_u64(f[2], Where{kRing, "op"});
   h.sender = as_u32(f[3], Where{kRing, "sender"});
@@ -151,6 +152,7 @@ RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size) {
     reject(Where{kRing, "members"}, "a trailing zero byte");
   for (std::size_t i = 0; i < bitmap.size() * 8; ++i)
     if (bitmap[i / 8] & (1u << (i % 8))) h.members.push_back(static_cast<std::uint32_t>(i));
+  h.data_port = static_cast<std::uint32_t>(as_uint(f[12], 65535, Where{kRing, "data_port"}));
   return h;
 }
 

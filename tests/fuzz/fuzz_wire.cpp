@@ -7,6 +7,8 @@
 // A decoder either throws zring::Error or returns a message that keeps every
 // promise of wire.hpp; encoding that message and decoding the result gives
 // the same message again.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +19,7 @@
 
 #include "codec/codec.hpp"
 #include "fuzz_check.hpp"
+#include "wire/tcp_frames.hpp"
 #include "wire/wire.hpp"
 
 namespace {
@@ -138,7 +141,8 @@ void check_valid(const wire::Manifest& m) {
 void check_valid(const wire::RingHeader& h) {
   const auto kind = static_cast<unsigned>(h.kind);
   const auto phase = static_cast<unsigned>(h.tag.phase);
-  ZRING_FUZZ_CHECK(kind >= 1 && kind <= static_cast<unsigned>(wire::RingKind::abort));
+  ZRING_FUZZ_CHECK(kind >= 1 && kind <= static_cast<unsigned>(wire::RingKind::data_via_zmq));
+  ZRING_FUZZ_CHECK(h.data_port <= 65535);
   ZRING_FUZZ_CHECK(phase <= static_cast<unsigned>(wire::Phase::from_owner));
   ZRING_FUZZ_CHECK(h.kind != wire::RingKind::data || phase >= 1);
   ZRING_FUZZ_CHECK(zring::is_error_code(h.error_code));
@@ -147,7 +151,8 @@ void check_valid(const wire::RingHeader& h) {
 
 bool same(const wire::RingHeader& a, const wire::RingHeader& b) {
   return a.kind == b.kind && a.generation == b.generation && a.op == b.op && a.sender == b.sender &&
-         a.tag == b.tag && a.origin == b.origin && a.error_code == b.error_code && a.text == b.text;
+         a.tag == b.tag && a.origin == b.origin && a.error_code == b.error_code &&
+         a.text == b.text && a.data_port == b.data_port;
 }
 
 void check_valid(const wire::NodeSummary& s) {
@@ -258,6 +263,49 @@ void fuzz_payload_list(const std::uint8_t* data, std::size_t size) {
 
 }  // namespace
 
+// --- a TCP data connection's bytes ---------------------------------------------------
+
+// The input as what a connection brings: a hello, then frames, read in pieces
+// of every size from 1 byte up. Each frame the reader cuts keeps its
+// promises, and its bytes written again are the bytes it was cut from.
+void fuzz_tcp_stream(const std::uint8_t* data, std::size_t size) {
+  if (size < wire::kTcpHelloBytes) return;
+  std::optional<wire::TcpHello> hello;
+  if (fuzz::accepted([&] { hello = wire::decode_tcp_hello(data, wire::kTcpHelloBytes); })) {
+    const auto again = wire::encode_tcp_hello(*hello);
+    ZRING_FUZZ_CHECK(std::memcmp(again.data(), data, again.size()) == 0);
+  }
+  constexpr std::size_t kMaxPayload = 1 << 20;
+  wire::TcpFrameReader reader(kMaxPayload);
+  std::size_t at = wire::kTcpHelloBytes, piece = 1, framed = at;
+  (void)fuzz::accepted([&] {
+    while (at < size) {
+      const auto [room, space] = reader.room();
+      ZRING_FUZZ_CHECK(space != 0);
+      const std::size_t n = std::min({space, size - at, piece++});
+      std::memcpy(room, data + at, n);
+      at += n;
+      reader.filled(n);
+      while (std::optional<wire::TcpFrame> frame = reader.next()) {
+        ZRING_FUZZ_CHECK(!frame->header.empty() &&
+                         frame->header.size() <= wire::kMaxTcpHeaderBytes);
+        ZRING_FUZZ_CHECK(frame->payload_bytes <= kMaxPayload);
+        ZRING_FUZZ_CHECK(frame->has_payload || frame->payload_bytes == 0);
+        ZRING_FUZZ_CHECK((frame->payload != nullptr) == (frame->payload_bytes != 0));
+        const auto prefix =
+            wire::encode_tcp_prefix(frame->header.size(), frame->has_payload, frame->payload_bytes);
+        Bytes again(prefix.begin(), prefix.end());
+        again.insert(again.end(), frame->header.begin(), frame->header.end());
+        again.insert(again.end(), frame->payload.get(),
+                     frame->payload.get() + frame->payload_bytes);
+        ZRING_FUZZ_CHECK(framed + again.size() <= at);
+        ZRING_FUZZ_CHECK(std::memcmp(again.data(), data + framed, again.size()) == 0);
+        framed += again.size();
+      }
+    }
+  });
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::optional<wire::MessageType> type;
   fuzz::accepted([&] { type = wire::peek_message_type(data, size); });
@@ -276,5 +324,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (fuzz_message<wire::Trace>(data, size, wire::decode_trace, wire::encode_trace))
     decodes_as(wire::MessageType::trace);
   fuzz_payload_list(data, size);
+  fuzz_tcp_stream(data, size);
   return 0;
 }

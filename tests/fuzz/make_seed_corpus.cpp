@@ -19,6 +19,7 @@
 
 #include "codec/codec.hpp"
 #include "codec_input.hpp"
+#include "wire/tcp_frames.hpp"
 #include "wire/wire.hpp"
 
 namespace {
@@ -172,8 +173,9 @@ void write_wire_seeds(const fs::path& dir) {
   write(dir, "gradients-shapes", wire::encode_gradients(shapes));
   write(dir, "gradients-empty", wire::encode_gradients({}));
 
-  const char* ring_kinds[] = {"data", "heartbeat", "form", "up", "reform", "abort"};
-  for (unsigned k = 1; k <= 6; ++k) {
+  const char* ring_kinds[] = {"data",   "heartbeat", "form",         "up",
+                              "reform", "abort",     "data-via-tcp", "data-via-zmq"};
+  for (unsigned k = 1; k <= 8; ++k) {
     wire::RingHeader h;
     h.kind = static_cast<wire::RingKind>(k);
     h.generation = 3;
@@ -185,6 +187,7 @@ void write_wire_seeds(const fs::path& dir) {
       h.error_code = static_cast<std::uint32_t>(zring::ErrorCode::timeout);
       h.text = "op 42 timed out at node 'c'";
     }
+    if (h.kind != wire::RingKind::data) h.data_port = 40123;
     write(dir, std::string("ring-") + ring_kinds[k - 1], wire::encode_ring_header(h));
     if (h.kind == wire::RingKind::data) {  // the direct schedule's values and sums
       h.tag = {wire::Phase::to_owner, 2, 1, 3};
@@ -259,6 +262,30 @@ void write_wire_seeds(const fs::path& dir) {
         wire::encode_payload_list(
             {compress(CompressionMethod::topk(2), values(10, 1)).payload, {}, Bytes{1, 2, 3}}));
   write(dir, "payload-list-empty", wire::encode_payload_list({}));
+
+  // What a TCP data connection brings: its hello, then a data message with
+  // its payload and a heartbeat without one.
+  wire::RingHeader data;
+  data.kind = wire::RingKind::data;
+  data.generation = 3;
+  data.sender = 1;
+  data.tag = {wire::Phase::manifest, 1, 0, 0};
+  wire::RingHeader beat;
+  beat.kind = wire::RingKind::heartbeat;
+  beat.generation = 3;
+  beat.sender = 1;
+  beat.data_port = 40123;
+  const auto hello = wire::encode_tcp_hello({1, 77, 0x1234});
+  Bytes stream(hello.begin(), hello.end());
+  const Bytes payload = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (const auto& [header, with] : {std::pair{data, true}, std::pair{beat, false}}) {
+    const Bytes bytes = wire::encode_ring_header(header);
+    const auto prefix = wire::encode_tcp_prefix(bytes.size(), with, with ? payload.size() : 0);
+    stream.insert(stream.end(), prefix.begin(), prefix.end());
+    stream.insert(stream.end(), bytes.begin(), bytes.end());
+    if (with) stream.insert(stream.end(), payload.begin(), payload.end());
+  }
+  write(dir, "tcp-stream", stream);
 }
 
 }  // namespace

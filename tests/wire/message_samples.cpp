@@ -18,8 +18,9 @@ using wire::RingHeader;
 using wire::RingKind;
 
 const std::vector<RingKind>& all_ring_kinds() {
-  static const std::vector<RingKind> kinds = {RingKind::data, RingKind::heartbeat, RingKind::form,
-                                              RingKind::up,   RingKind::reform,    RingKind::abort};
+  static const std::vector<RingKind> kinds = {
+      RingKind::data,   RingKind::heartbeat, RingKind::form,         RingKind::up,
+      RingKind::reform, RingKind::abort,     RingKind::data_via_tcp, RingKind::data_via_zmq};
   return kinds;
 }
 
@@ -63,6 +64,7 @@ RingHeader sample_ring_header(RingKind kind) {
   h.error_code = static_cast<std::uint32_t>(ErrorCode::timeout);
   h.text = "op 3 failed at node 'b': \xc3\xa9t\xc3\xa9 " + std::to_string(static_cast<int>(kind));
   if (kind == RingKind::form || kind == RingKind::heartbeat) h.members = {0, 3, 9, 4095};
+  if (kind != RingKind::data) h.data_port = 65535;
   return h;
 }
 
@@ -228,6 +230,7 @@ void check_equal(const RingHeader& got, const RingHeader& want) {
   BOOST_TEST(got.error_code == want.error_code);
   BOOST_TEST(got.text == want.text);
   BOOST_TEST(got.members == want.members, boost::test_tools::per_element());
+  BOOST_TEST(got.data_port == want.data_port);
 }
 
 void check_equal(const NodeSummary& got, const NodeSummary& want) {
@@ -278,7 +281,8 @@ void check_valid(const wire::Manifest& m) {
 
 void check_valid(const RingHeader& h) {
   const auto kind = static_cast<int>(h.kind);
-  BOOST_TEST((kind >= 1 && kind <= 6));
+  BOOST_TEST((kind >= 1 && kind <= 8));
+  BOOST_TEST(h.data_port <= 65535u);
   const auto phase = static_cast<int>(h.tag.phase);
   BOOST_TEST((phase >= (h.kind == RingKind::data ? 1 : 0) && phase <= 7));
   BOOST_TEST(is_error_code(h.error_code));

@@ -55,19 +55,19 @@ BOOST_AUTO_TEST_CASE(every_kind_round_trips_as_itself) {
 }
 
 BOOST_AUTO_TEST_CASE(layouts_are_pinned) {
-  // fixarray of 4: version 6, type 4, kind 6, request 0.
-  BOOST_TEST(wire::encode_ipc(wire::Keepalive{}) == (Bytes{0x94, 6, 4, 6, 0}),
+  // fixarray of 4: version 7, type 4, kind 6, request 0.
+  BOOST_TEST(wire::encode_ipc(wire::Keepalive{}) == (Bytes{0x94, 7, 4, 6, 0}),
              boost::test_tools::per_element());
-  // fixarray of 7: 6, 4, kind 1, request 0, local_rank 0, timeout_ms 0, sent_ns 0.
-  BOOST_TEST(wire::encode_ipc(wire::Hello{}) == (Bytes{0x97, 6, 4, 1, 0, 0, 0, 0}),
+  // fixarray of 7: 7, 4, kind 1, request 0, local_rank 0, timeout_ms 0, sent_ns 0.
+  BOOST_TEST(wire::encode_ipc(wire::Hello{}) == (Bytes{0x97, 7, 4, 1, 0, 0, 0, 0}),
              boost::test_tools::per_element());
-  // fixarray of 8: 6, 4, kind 3, request 0, local_rank, timeout_ms, sent_ns,
+  // fixarray of 8: 7, 4, kind 3, request 0, local_rank, timeout_ms, sent_ns,
   // manifest ["", [], kind 1 (all-reduce), root 0].
-  const Bytes submit = {0x98, 6, 4, 3, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0};
+  const Bytes submit = {0x98, 7, 4, 3, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0};
   BOOST_TEST(wire::encode_ipc(wire::Submit{}) == submit, boost::test_tools::per_element());
   wt::check_equal(wire::decode_ipc(submit.data(), submit.size()), wire::Submit{});
-  // fixarray of 6: 6, 4, kind 5, request 9, error_code 10 (peer_lost), text "".
-  const Bytes error = {0x96, 6, 4, 5, 9, 10, 0xa0};
+  // fixarray of 6: 7, 4, kind 5, request 9, error_code 10 (peer_lost), text "".
+  const Bytes error = {0x96, 7, 4, 5, 9, 10, 0xa0};
   BOOST_TEST(wire::encode_ipc(wire::ErrorReply{9, ErrorCode::peer_lost, ""}) == error,
              boost::test_tools::per_element());
   BOOST_TEST(static_cast<int>(ErrorCode::peer_lost) == 10);
@@ -144,7 +144,7 @@ BOOST_AUTO_TEST_CASE(kinds_out_of_range_and_roots_too_short) {
       wt::expect_malformed(ipc, wt::pack_value(m), "wire: IPC message: kind: ");
     }
   }
-  expect_error({0x92, 6, 4}, "wire: IPC message: array of 2 items, expected 4..10");
+  expect_error({0x92, 7, 4}, "wire: IPC message: array of 2 items, expected 4..10");
   Value m = ipc_value(IpcKind::keepalive);
   m[2] = "keepalive";
   expect_error(wt::pack_value(m), "wire: IPC message: kind: not an unsigned integer");

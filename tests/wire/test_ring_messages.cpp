@@ -87,9 +87,12 @@ BOOST_AUTO_TEST_CASE(layout_is_pinned) {
   h.sender = 1;
   h.tag = {Phase::reduce, 5, 6, 7};
   h.text = "x";
-  // fixarray of 14: version 6, type 2, kind, generation, op, sender, phase,
-  // segment, chunk, hop, origin, error_code, text, members (bin 8 of 0 bytes).
-  const Bytes want = {0x9e, 6, 2, 1, 3, 4, 1, 2, 5, 6, 7, 0, 0, 0xa1, 'x', 0xc4, 0};
+  h.data_port = 300;
+  // fixarray of 15: version 7, type 2, kind, generation, op, sender, phase,
+  // segment, chunk, hop, origin, error_code, text, members (bin 8 of 0
+  // bytes), data_port (uint16 300).
+  const Bytes want = {0x9f, 7, 2, 1,    3,   4,    1, 2,    5,    6,
+                      7,    0, 0, 0xa1, 'x', 0xc4, 0, 0xcd, 0x01, 0x2c};
   BOOST_TEST(wire::encode_ring_header(h) == want, boost::test_tools::per_element());
 }
 
@@ -98,8 +101,8 @@ BOOST_AUTO_TEST_CASE(members_travel_as_a_bitmap) {
   h.kind = wire::RingKind::form;
   h.members = {0, 9, 10};
   const Bytes bytes = wire::encode_ring_header(h);
-  const Bytes tail = {0xc4, 2, 0x01, 0x06};  // bits 0; 9 and 10
-  BOOST_TEST(Bytes(bytes.end() - 4, bytes.end()) == tail, boost::test_tools::per_element());
+  const Bytes tail = {0xc4, 2, 0x01, 0x06, 0};  // bits 0; 9 and 10; data_port 0
+  BOOST_TEST(Bytes(bytes.end() - 5, bytes.end()) == tail, boost::test_tools::per_element());
   BOOST_TEST(wire::decode_ring_header(bytes.data(), bytes.size()).members == h.members,
              boost::test_tools::per_element());
   h.members = {static_cast<std::uint32_t>(wire::kMaxRingNodes)};
@@ -121,7 +124,7 @@ BOOST_AUTO_TEST_CASE(long_texts_are_cut_at_a_character_boundary) {
 }
 
 BOOST_AUTO_TEST_CASE(kinds_out_of_range) {
-  for (const std::uint64_t kind : {0ull, 7ull, 99ull, 1ull << 40}) {
+  for (const std::uint64_t kind : {0ull, 9ull, 99ull, 1ull << 40}) {
     BOOST_TEST_CONTEXT("kind " << kind) {
       Value m = ring_value();
       m[2] = kind;
@@ -185,22 +188,25 @@ BOOST_AUTO_TEST_CASE(bounds_of_the_tree) {
   wt::expect_malformed(ring, wt::pack_value(m), "nested");
   m = ring_value();
   m.items.pop_back();
-  wt::expect_malformed(ring, wt::pack_value(m), "expected 14");
+  wt::expect_malformed(ring, wt::pack_value(m), "expected 15");
   m = ring_value();
   m.items.push_back(1);
-  wt::expect_malformed(ring, wt::pack_value(m), "at most 14");
+  wt::expect_malformed(ring, wt::pack_value(m), "at most 15");
+  m = ring_value();
+  m[14] = 65536;  // a TCP port is 16 bits
+  wt::expect_malformed(ring, wt::pack_value(m), "data_port");
   wt::expect_malformed(ring, claiming_array(2, 0xFFFFFFFFu, 0), "4294967295");
   Bytes trailing = wt::pack_value(ring_value());
   trailing.push_back(0xc0);
   wt::expect_malformed(ring, trailing, "trailing");
-  wt::expect_malformed(ring, Bytes{0x93, 6, 2, 0x80}, "map");  // [6, 2, {}]
+  wt::expect_malformed(ring, Bytes{0x93, 7, 2, 0x80}, "map");  // [7, 2, {}]
 }
 
 BOOST_AUTO_TEST_CASE(other_message_types) {
   const Bytes s = wire::encode_summary(wt::sample_summary());
   wt::expect_malformed(ring, s, "expected a message of type 2 (ring header), got type 3");
   wt::expect_malformed(ring, wire::encode_gradients({}), "got type 1 (gradients)");
-  wt::expect_malformed(ring, Bytes{0x92, 6, 6}, "unknown message type 6");
+  wt::expect_malformed(ring, Bytes{0x92, 7, 6}, "unknown message type 6");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -217,9 +223,9 @@ BOOST_AUTO_TEST_CASE(round_trips_with_stats_nonfinite_and_error) {
 BOOST_AUTO_TEST_CASE(empty_summary_round_trips) {
   const NodeSummary s;
   const Bytes bytes = wire::encode_summary(s);
-  // fixarray of 8: 6, 3, [method "", [], kind 1, root 0], error "", code 0,
+  // fixarray of 8: 7, 3, [method "", [], kind 1, root 0], error "", code 0,
   // bin 0, bin 0, 0.
-  const Bytes want = {0x98, 6, 3, 0x94, 0xa0, 0x90, 1, 0, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
+  const Bytes want = {0x98, 7, 3, 0x94, 0xa0, 0x90, 1, 0, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
   BOOST_TEST(bytes == want, boost::test_tools::per_element());
   wt::check_equal(wire::decode_summary(bytes.data(), bytes.size()), s);
 }
