@@ -38,6 +38,7 @@ transport::ZmqRingOptions ring_options(const RingConfig& config) {
   options.timeout = config.timeout;
   options.heartbeat = config.heartbeat;
   options.max_message_bytes = config.max_message_bytes;
+  options.tcp_data = config.tcp_data;
   if (config.curve) {
     transport::CurveKeys keys;
     for (const NodeConfig& node : config.nodes) keys.public_keys.push_back(node.public_key);

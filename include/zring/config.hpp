@@ -66,7 +66,8 @@ struct RingConfig {
   std::string log_level = "info";              // error | warn | info | debug
   std::optional<MetricsConfig> metrics;        // HTTP /metrics; none unless configured
   std::optional<CurveConfig> curve;            // none unless the nodes have public keys
-  std::string source;                          // where the config came from (for messages)
+  bool tcp_data = true;  // ring messages over plain TCP connections (never with curve)
+  std::string source;    // where the config came from (for messages)
 
   [[nodiscard]] std::size_t world_size() const noexcept { return nodes.size() * local_ranks; }
   [[nodiscard]] const NodeConfig& self_node() const { return nodes.at(self_index); }

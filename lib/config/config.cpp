@@ -64,7 +64,7 @@ constexpr std::size_t kMaxFileBytes = 1 * MiB;
 // The membership protocol names nodes in a bitmap of at most this many (wire::kMaxRingNodes).
 constexpr std::size_t kMaxNodes = 4096;
 
-constexpr std::array<std::string_view, 14> kTopKeys{"nodes",
+constexpr std::array<std::string_view, 15> kTopKeys{"nodes",
                                                     "self",
                                                     "ipc",
                                                     "local_ranks",
@@ -77,7 +77,8 @@ constexpr std::array<std::string_view, 14> kTopKeys{"nodes",
                                                     "max_message_bytes",
                                                     "log_level",
                                                     "metrics",
-                                                    "curve"};
+                                                    "curve",
+                                                    "tcp_data"};
 constexpr std::array<std::string_view, 5> kNodeKeys{"name", "address", "ipc", "public_key",
                                                     "secret_key_file"};
 constexpr std::array<std::string_view, 1> kMetricsKeys{"listen"};
@@ -615,6 +616,23 @@ YAML::Node load_document(std::string_view text, const Where& top) {
   return document;
 }
 
+// `tcp_data: true | false`: ring messages between two nodes over a plain TCP
+// connection of their own; on unless CurveZMQ is, which only ZeroMQ carries.
+bool read_tcp_data(const YAML::Node& root, const Where& top, const RingConfig& ring) {
+  const Where where = top.key("tcp_data");
+  const auto value = value_of(root, "tcp_data", where);
+  if (!value) return !ring.curve;
+  if (!value->IsScalar()) where.fail("expected true or false, got " + kind_of(*value));
+  const std::string& text = value->Scalar();
+  if (value->Tag() == "!" || (text != "true" && text != "false"))
+    where.fail(quote(text) + " is not true or false");
+  if (text == "true" && ring.curve)
+    where.fail(
+        "true would send ring messages unencrypted beside CurveZMQ; with curve keys it must be "
+        "false or left out");
+  return text == "true";
+}
+
 RingConfig build_config(const YAML::Node& root, const Where& top,
                         const std::optional<std::string>& node, SecretKey secret) {
   check_keys(root, top, kTopKeys);
@@ -632,6 +650,7 @@ RingConfig build_config(const YAML::Node& root, const Where& top,
   read_settings(root, top, ring);
   ring.metrics = read_metrics(root, top);
   ring.curve = read_curve(root, top, ring, secret);
+  ring.tcp_data = read_tcp_data(root, top, ring);
   return ring;
 }
 

@@ -86,6 +86,7 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
   Deadline next = std::min(until, membership_.next_timer());
   for (const Peer& peer : peers_)
     if (peer.reconnect_at) next = std::min(next, *peer.reconnect_at);
+  if (tcp_) next = std::min(next, tcp_->has_arrival() ? now : tcp_->next_timer());
   auto wait = std::max<Clock::duration>(next - now, Clock::duration::zero());
   if (interrupt_) wait = std::min<Clock::duration>(wait, std::chrono::milliseconds(100));
   // Every ZeroMQ socket in a poll costs system calls before and after it
@@ -118,9 +119,15 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
     for (std::size_t n = 0; n < listed(); ++n)
       if (n != options_.self) items.push_back({peers_[n].monitor.handle(), 0, ZMQ_POLLIN, 0});
   }
+  const std::size_t tcp_at = items.size();
+  if (tcp_) tcp_->add_poll_items(items);
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait);
   (void)poll_items(items.data(), items.size(), ms);
   check_stall(Clock::now(), wait);  // beyond the wait asked for: stopped meanwhile
+  if (tcp_) {
+    tcp_->after_poll(items.data() + tcp_at, Clock::now());
+    send_switches();
+  }
   for (std::size_t i = 0; i < flushing.size(); ++i)
     if (items[peers_at + i].revents & ZMQ_POLLOUT) flush(flushing[i]);
   if (look_at_monitors) {
@@ -141,6 +148,10 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
       if (!more) break;
     }
   }
+  // The same for what the TCP connections brought (what is left waits for
+  // the next poll, which then does not sleep).
+  for (int i = 0; i < 256 && !got && tcp_ && tcp_->has_arrival(); ++i)
+    got = receive_tcp(*tcp_->take_arrival());
   run_timers();
   return got;
 }
@@ -188,15 +199,44 @@ std::optional<collective::Message> ZmqRing::receive_one(bool* read) {
     }
     authenticated = static_cast<std::size_t>(member - options_.names.begin());
   }
+  std::optional<collective::Bytes> bytes;
+  if (payload) {
+    auto owner = std::make_shared<zmq::message_t>(std::move(*payload));
+    bytes = collective::Bytes(owner->data<std::uint8_t>(), owner->size(), owner);
+  }
   std::optional<collective::Message> got =
-      dispatch(std::move(decoded), std::move(payload), authenticated);
+      dispatch(std::move(decoded), std::move(bytes), authenticated, false);
+  apply_membership();
+  return got;
+}
+
+// A message a peer sent on its TCP connection, in its order (tcp_data.hpp).
+std::optional<collective::Message> ZmqRing::receive_tcp(TcpArrival arrival) {
+  RingHeader decoded;
+  try {
+    decoded = wire::decode_ring_header(arrival.header.data(), arrival.header.size());
+  } catch (const Error& e) {
+    drop(e.what(), true);
+    return std::nullopt;
+  }
+  if (decoded.sender != arrival.peer) {
+    drop("a message on " + label(arrival.peer) + "'s TCP connection claiming to come from node #" +
+             std::to_string(decoded.sender),
+         false);
+    return std::nullopt;
+  }
+  std::optional<collective::Bytes> payload;
+  if (arrival.has_payload) payload = std::move(arrival.payload);
+  std::optional<collective::Message> got =
+      dispatch(std::move(decoded), std::move(payload), std::nullopt, true);
   apply_membership();
   return got;
 }
 
 std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
-                                                     std::optional<zmq::message_t> payload,
-                                                     std::optional<std::size_t> authenticated) {
+                                                     std::optional<collective::Bytes> payload,
+                                                     std::optional<std::size_t> authenticated,
+                                                     bool via_tcp) {
   if (authenticated && header.sender != *authenticated) {
     drop("a message signed by " + label(*authenticated) + "'s key claiming to come from node #" +
              std::to_string(header.sender),
@@ -209,11 +249,24 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
          false);
     return std::nullopt;
   }
+  if (header.kind == RingKind::data_via_tcp || header.kind == RingKind::data_via_zmq) {
+    if (!tcp_ || via_tcp || payload) {
+      drop("a marker of a TCP connection's change where none can come", false);
+      return std::nullopt;
+    }
+  }
+  // Which way this peer's messages come (a marker says; anything else on
+  // ZeroMQ ends its connection), and where it takes them.
+  if (tcp_ && !via_tcp && !tcp_->from_zmq(header.sender, header.kind, header.op)) {
+    if (header.data_port != 0) tcp_->heard_port(header.sender, header.data_port, Clock::now());
+    return std::nullopt;
+  }
   if (header.kind != RingKind::data) {
     if (payload) {
       drop("a control message with a payload frame", true);
       return std::nullopt;
     }
+    if (tcp_) tcp_->heard_port(header.sender, header.data_port, Clock::now());
     membership_.heard(header.sender, header, Clock::now());
     if (header.kind == RingKind::abort) on_abort(header);
     return std::nullopt;
@@ -251,9 +304,7 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
          false);
     return std::nullopt;
   }
-  auto owner = std::make_shared<zmq::message_t>(std::move(*payload));
-  collective::Message msg{header.tag,
-                          collective::Bytes(owner->data<std::uint8_t>(), owner->size(), owner)};
+  collective::Message msg{header.tag, std::move(*payload)};
   if (current) return msg;
   keep_early(header, std::move(msg));
   return std::nullopt;

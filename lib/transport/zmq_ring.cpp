@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <zring/error.hpp>
 
+#include "config/endpoint.hpp"
 #include "transport/zmq_calls.hpp"
 
 namespace zring::transport {
@@ -73,6 +74,18 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
     throw Error(ErrorCode::connection_failed, "cannot bind the ring socket of " +
                                                   label(options_.self) + ": " + e.what() +
                                                   " (is another zringd using the port?)");
+  }
+  if (options_.tcp_data && !options_.curve) {
+    // On the host ZeroMQ bound to (a name in the ring file is resolved there).
+    TcpDataOptions tcp;
+    tcp.self = options_.self;
+    for (const std::string& node_address : options_.addresses)
+      tcp.hosts.push_back(config::parse_tcp_address(node_address).host);
+    tcp.bind_host = config::parse_tcp_address(in_.get(zmq::sockopt::last_endpoint)).host;
+    tcp.ring = wire::ring_fingerprint(options_.names, options_.addresses);
+    tcp.max_message_bytes = options_.max_message_bytes;
+    tcp.timeout = options_.timeout;
+    tcp_ = std::make_unique<TcpData>(std::move(tcp));
   }
   for (std::size_t n = 0; n < listed(); ++n)
     if (n != options_.self) peers_[n].out.connect(options_.addresses.at(n));
@@ -145,27 +158,59 @@ void ZmqRing::send_to(std::size_t to, const collective::ChunkTag& tag, collectiv
   // schedule sends ahead) can let another node finish the op.
   if (!summaries_known_ && tag.phase != collective::Phase::manifest) data_ahead_ = true;
   const std::size_t peer = member_at(to);
-  enqueue(peer, header, share(payload));
+  enqueue(peer, header, std::move(payload));
   flush(peer);
 }
 
 // Control messages wait behind data (FORM and UP must not overtake it), but
 // a peer that is away gets at most a few of them: heartbeats only when
-// nothing else waits (anything it receives proves this node alive).
-void ZmqRing::enqueue(std::size_t peer, const RingHeader& header,
-                      std::optional<zmq::message_t> payload) {
+// nothing else waits (anything it receives proves this node alive). Once a
+// peer takes this node's messages on a TCP connection, all of them go there.
+void ZmqRing::enqueue(std::size_t peer, RingHeader header,
+                      std::optional<collective::Bytes> payload) {
   if (peer >= listed() || peer == options_.self) return;
+  send_switches();  // a change of way goes before anything else
+  const bool tcp = tcp_ && tcp_->via_tcp(peer);
   std::deque<Outgoing>& outbox = peers_[peer].outbox;
+  const std::size_t waiting = tcp ? tcp_->queued(peer) : outbox.size();
+  const bool last_has_payload =
+      tcp ? tcp_->last_has_payload(peer) : !outbox.empty() && outbox.back().has_payload;
   if (!payload &&
-      (header.kind == RingKind::heartbeat ? !outbox.empty()
-                                          : outbox.size() >= 64 && !outbox.back().has_payload))
+      (header.kind == RingKind::heartbeat ? waiting != 0 : waiting >= 64 && !last_has_payload))
     return;
+  if (header.kind != RingKind::data) header.data_port = tcp_ ? tcp_->port() : 0;
   const std::vector<std::uint8_t> bytes = wire::encode_ring_header(header);
+  if (tcp) {
+    tcp_->send(peer, bytes, std::move(payload));
+    send_switches();  // the connection may have failed on the way
+    return;
+  }
   Outgoing out;
   out.header = zmq::message_t(bytes.data(), bytes.size());
   out.has_payload = payload.has_value();
-  if (payload) out.payload = std::move(*payload);
+  if (payload) out.payload = share(*payload);
   outbox.push_back(std::move(out));
+}
+
+// The markers go on ZeroMQ whatever waits there: they are never dropped.
+void ZmqRing::send_switches() {
+  if (!tcp_) return;
+  for (std::vector<TcpSwitch> switches = tcp_->take_switches(); !switches.empty();
+       switches = tcp_->take_switches()) {
+    for (const TcpSwitch& change : switches) {
+      RingHeader marker;
+      marker.kind = change.to_tcp ? RingKind::data_via_tcp : RingKind::data_via_zmq;
+      marker.generation = generation();
+      marker.op = change.nonce;
+      marker.sender = static_cast<std::uint32_t>(options_.self);
+      marker.data_port = tcp_->port();
+      const std::vector<std::uint8_t> bytes = wire::encode_ring_header(marker);
+      Outgoing out;
+      out.header = zmq::message_t(bytes.data(), bytes.size());
+      peers_[change.peer].outbox.push_back(std::move(out));
+      flush(change.peer);
+    }
+  }
 }
 
 void ZmqRing::flush(std::size_t peer) {
@@ -251,6 +296,7 @@ void ZmqRing::apply_membership() {
     early_.clear();
     ++counters_.formations;
     // Data of the old generation that has not started out never will.
+    if (tcp_) tcp_->drop_unstarted_payloads();
     for (Peer& peer : peers_) {
       std::deque<Outgoing> kept;
       for (Outgoing& out : peer.outbox)
@@ -318,6 +364,15 @@ void ZmqRing::end_op(const std::optional<Status>& failure) {
   apply_membership();
   for (const std::uint32_t m : ring)
     if (m != options_.self) flush(m);
+}
+
+RingCounters ZmqRing::counters() const {
+  RingCounters counters = counters_;
+  if (tcp_) {
+    counters.bytes_sent += tcp_->counters().bytes_sent;
+    counters.bytes_received += tcp_->counters().bytes_received;
+  }
+  return counters;
 }
 
 void ZmqRing::count_drops(std::uint64_t count, const std::string& last) {

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -36,6 +37,7 @@
 #include "collective/link.hpp"
 #include "status.hpp"
 #include "transport/membership.hpp"
+#include "transport/tcp_data.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::transport {
@@ -55,6 +57,9 @@ struct ZmqRingOptions {
   std::chrono::milliseconds heartbeat{500};
   std::size_t max_message_bytes = 256u << 20;
   std::optional<CurveKeys> curve;  // none: no authentication, no encryption
+  // Messages to a peer over a plain TCP connection once it announced its
+  // port (tcp_data.hpp); never with CurveZMQ keys.
+  bool tcp_data = true;
 };
 
 // Counters for status and metrics.
@@ -146,7 +151,14 @@ class ZmqRing final : public collective::RingLink {
 
   // "node 'b' (tcp://...)": a listed node.
   [[nodiscard]] std::string label(std::size_t listed) const;
-  [[nodiscard]] const RingCounters& counters() const noexcept { return counters_; }
+  // With the bytes of the TCP connections (tcp_data.hpp) in bytes_sent and bytes_received.
+  [[nodiscard]] RingCounters counters() const;
+  // The TCP port this node takes ring messages on; 0 when its TCP connections are off.
+  [[nodiscard]] std::uint16_t data_port() const noexcept { return tcp_ ? tcp_->port() : 0; }
+  // The TCP connections' own counters; nothing when they are off.
+  [[nodiscard]] const TcpCounters* tcp_counters() const noexcept {
+    return tcp_ ? &tcp_->counters() : nullptr;
+  }
   // Adds the messages the collective threw away during an op (out-of-range
   // chunk, stale or duplicate) to the counters.
   void count_drops(std::uint64_t count, const std::string& last);
@@ -197,8 +209,10 @@ class ZmqRing final : public collective::RingLink {
                                                bool* woken);
   std::optional<collective::Message> receive_one(bool* read);
   std::optional<collective::Message> dispatch(wire::RingHeader header,
-                                              std::optional<zmq::message_t> payload,
-                                              std::optional<std::size_t> authenticated);
+                                              std::optional<collective::Bytes> payload,
+                                              std::optional<std::size_t> authenticated,
+                                              bool via_tcp);
+  std::optional<collective::Message> receive_tcp(TcpArrival arrival);
   void keep_early(const wire::RingHeader& header, collective::Message msg);
   // ring_guard.cpp
   void set_connection_liveness(zmq::socket_t& socket) const;
@@ -215,9 +229,10 @@ class ZmqRing final : public collective::RingLink {
   void check_stall(collective::Deadline now,
                    collective::Clock::duration waited = collective::Clock::duration::zero());
   void apply_membership();
-  void enqueue(std::size_t peer, const wire::RingHeader& header,
-               std::optional<zmq::message_t> payload);
+  void enqueue(std::size_t peer, wire::RingHeader header, std::optional<collective::Bytes> payload);
   void flush(std::size_t peer);
+  // Queues on ZeroMQ the markers of the TCP connections' changes (tcp_data.hpp).
+  void send_switches();
   void drop(const std::string& why, bool malformed);
   bool interrupted() const noexcept { return interrupt_ && interrupt_->load(); }
 
@@ -229,6 +244,7 @@ class ZmqRing final : public collective::RingLink {
   std::vector<Peer> peers_;                   // per listed node; this node's slot has no sockets
   std::vector<zmq::pollitem_t> poll_items_;   // poll_once's, reused
   std::vector<std::size_t> poll_peers_;       // the peers of its POLLOUT items
+  std::unique_ptr<TcpData> tcp_;              // the TCP connections; none when off
   collective::Deadline next_monitor_look_{};  // when poll_once reads the monitors next
   std::vector<std::array<std::uint8_t, 32>> member_keys_;  // CurveZMQ: per node, binary
   std::deque<std::pair<std::uint64_t, collective::Message>>

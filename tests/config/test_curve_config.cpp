@@ -233,4 +233,25 @@ BOOST_AUTO_TEST_CASE(key_texts) {
   BOOST_TEST(!zring::config::check_z85_key(std::string(40, ' ')).empty());
 }
 
+// Ring messages over plain TCP (tcp_data): on by default, off with CurveZMQ,
+// which they would bypass, and never both.
+BOOST_AUTO_TEST_CASE(tcp_data_is_on_without_curve_and_off_with_it) {
+  const Keys keys;
+  const std::string plain = keys.ring("", {0, 1, 2});
+  BOOST_TEST(zring::parse_config(plain, "r").tcp_data);
+  BOOST_TEST(!zring::parse_config(plain + "tcp_data: false\n", "r").tcp_data);
+  BOOST_TEST(zring::parse_config(plain + "tcp_data: true\n", "r").tcp_data);
+  const std::string curve = keys.ring("curve: {secret_key_file: " + keys.key_file(0) + "}\n");
+  BOOST_TEST(!zring::parse_config(curve, "r").tcp_data);
+  BOOST_TEST(!zring::parse_config(curve + "tcp_data: false\n", "r").tcp_data);
+  BOOST_TEST(has(config_error(curve + "tcp_data: true\n"),
+                 "ring.yaml: tcp_data: true would send ring messages unencrypted beside CurveZMQ"));
+  BOOST_TEST(has(config_error(plain + "tcp_data: yes\n"),
+                 "ring.yaml: tcp_data: 'yes' is not true or false"));
+  BOOST_TEST(
+      has(config_error(plain + "tcp_data: 'true'\n"), "tcp_data: 'true' is not true or false"));
+  BOOST_TEST(has(config_error(plain + "tcp_data: [true]\n"),
+                 "tcp_data: expected true or false, got a list"));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

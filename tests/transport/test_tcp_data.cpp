@@ -1,0 +1,119 @@
+// test_tcp_data.cpp - ZmqRing's TCP connections (transport/tcp_data.hpp):
+// without CurveZMQ a node's messages to another go on a connection of its
+// own once both know each other's port, whole and in order; with
+// tcp_data off there is none; and whatever else reaches a node's data port
+// is refused by name while the ring goes on.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ring_links.hpp"
+#include "wire/tcp_frames.hpp"
+
+namespace {
+
+using namespace zring::transport_test;
+using zring::collective::Clock;
+
+// Received what exchange_sizes sent, whole and in order.
+void check_exchange(const std::vector<Received>& got) {
+  const std::size_t nodes = got.size();
+  for (std::size_t n = 0; n < nodes; ++n) {
+    const std::size_t from = (n + nodes - 1) % nodes;
+    BOOST_TEST_REQUIRE(got[n].tags.size() == kSizes.size());
+    for (std::size_t i = 0; i < kSizes.size(); ++i) {
+      BOOST_TEST((got[n].tags[i] == tag_of(from, i)));
+      BOOST_TEST((got[n].payloads[i] == payload_of(from, i, kSizes[i])));
+    }
+    BOOST_TEST(got[n].extra == 0u);
+  }
+}
+
+// A plain TCP connection to 127.0.0.1:port that sends `bytes` and stays open.
+struct RawClient {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  RawClient(std::uint16_t port, const std::vector<std::uint8_t>& bytes) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    BOOST_REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+                  static_cast<ssize_t>(bytes.size()));
+  }
+  ~RawClient() { ::close(fd); }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(tcp_data)
+
+BOOST_AUTO_TEST_CASE(messages_go_on_connections_of_their_own_whole_and_in_order) {
+  ZmqLinks links(3);
+  BOOST_TEST_REQUIRE(links.wait_for_tcp());
+  std::vector<std::uint64_t> before;
+  for (std::size_t n = 0; n < 3; ++n) {
+    BOOST_TEST(links.ring(n).data_port() != 0u);
+    before.push_back(links.ring(n).tcp_counters()->frames_received);
+  }
+  check_exchange(exchange_sizes(links));
+  for (std::size_t n = 0; n < 3; ++n) {
+    BOOST_TEST_CONTEXT("node " << n) {
+      const zring::transport::TcpCounters& c = *links.ring(n).tcp_counters();
+      BOOST_TEST(c.frames_received - before[n] >= kSizes.size());
+      BOOST_TEST(c.refused == 0u);
+      BOOST_TEST(links.ring(n).counters().dropped == 0u);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(tcp_data_off_keeps_every_message_on_zeromq) {
+  ZmqOnlyLinks links(2);
+  check_exchange(exchange_sizes(links));
+  for (std::size_t n = 0; n < 2; ++n) {
+    BOOST_TEST(links.ring(n).tcp_counters() == nullptr);
+    BOOST_TEST(links.ring(n).data_port() == 0u);
+  }
+}
+
+// What is not a zringd of this ring's data connection is closed and
+// counted, with why; the ring's own connections go on carrying its ops.
+BOOST_AUTO_TEST_CASE(garbage_on_a_data_port_is_refused_by_name_and_the_ring_goes_on) {
+  ZmqLinks links(2);
+  BOOST_TEST_REQUIRE(links.wait_for_tcp());
+  zring::transport::ZmqRing& ring = links.ring(0);
+  const std::uint16_t port = ring.data_port();
+  const auto& options = links.options();
+  const std::uint64_t fingerprint = zring::wire::ring_fingerprint(options.names, options.addresses);
+  const auto hello = [](std::uint32_t sender, std::uint64_t ring_id) {
+    const auto h = zring::wire::encode_tcp_hello({sender, 99, ring_id});
+    return std::vector<std::uint8_t>(h.begin(), h.end());
+  };
+  std::vector<std::uint8_t> bad_frame = hello(1, fingerprint);
+  bad_frame.resize(bad_frame.size() + zring::wire::kTcpPrefixBytes, 0);  // a header of 0 bytes
+  const std::vector<std::pair<std::vector<std::uint8_t>, std::string>> cases = {
+      {std::vector<std::uint8_t>(32, 'x'), "not a zringd data connection"},
+      {hello(1, fingerprint + 1), "a hello from another ring file's node"},
+      {hello(0, fingerprint), "a hello from node #0, which is not another node of the ring file"},
+      {bad_frame, "a frame with a header of 0 bytes"}};
+  for (const auto& [bytes, why] : cases) {
+    BOOST_TEST_CONTEXT(why) {
+      const std::uint64_t refused = ring.tcp_counters()->refused;
+      RawClient client(port, bytes);
+      const auto give_up = Clock::now() + 4 * scaled(ZmqLinks::kTimeout);
+      while (ring.tcp_counters()->refused == refused && Clock::now() < give_up)
+        ring.service(Clock::now() + 20ms, nullptr);
+      BOOST_TEST(ring.tcp_counters()->refused == refused + 1);
+      BOOST_TEST(ring.tcp_counters()->last_refusal.find(why) != std::string::npos,
+                 ring.tcp_counters()->last_refusal);
+    }
+  }
+  check_exchange(exchange_sizes(links));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
