@@ -256,23 +256,18 @@ std::vector<TcpSwitch> TcpData::take_switches() { return std::exchange(switches_
 bool TcpData::from_zmq(std::size_t peer, wire::RingKind kind, std::uint64_t nonce) {
   if (peer >= listed() || peer == options_.self) return true;
   if (kind == wire::RingKind::data_via_tcp) {
-    // Only that connection is the peer's now; older ones are over.
-    for (auto& in : in_)
-      if (in->hello && in->hello->sender == peer && in->hello->nonce != nonce) drop(*in);
     switched_in_[peer] = nonce;
-    sweep(Clock::now());
     return false;
   }
-  if (switched_in_[peer]) {  // the peer went back to ZeroMQ, or restarted
-    switched_in_[peer].reset();
-    close_from(peer);
-  }
+  if (switched_in_[peer]) close_used(peer);  // the peer went back to ZeroMQ, or restarted
   return kind != wire::RingKind::data_via_zmq;
 }
 
-void TcpData::close_from(std::size_t peer) {
+// The connection the peer sends on ends, with what it still held.
+void TcpData::close_used(std::size_t peer) {
   for (auto& in : in_)
-    if (in->hello && in->hello->sender == peer) drop(*in);
+    if (in->hello && in->hello->sender == peer && in->hello->nonce == switched_in_[peer]) drop(*in);
+  switched_in_[peer].reset();
   sweep(Clock::now());
 }
 
@@ -330,6 +325,7 @@ void TcpData::read_hello(Incoming& in) {
   if (got <= 0) {
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
     close_fd(in.fd);
+    in.ended = Clock::now();
     return;
   }
   in.hello_have += static_cast<std::size_t>(got);
@@ -364,6 +360,7 @@ void TcpData::read(Incoming& in) {
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (got <= 0) {  // the end: what was read whole stays readable in order
       close_fd(in.fd);
+      in.ended = Clock::now();
       return;
     }
     counters_.bytes_received += static_cast<std::uint64_t>(got);
@@ -387,16 +384,21 @@ void TcpData::read(Incoming& in) {
   }
 }
 
-// Connections that are over and hold nothing more go; so does one whose
-// hello did not come within the timeout.
+// Connections that are over and hold nothing more go, and so does one that
+// ended a timeout ago without its marker (its sender is gone); one whose
+// hello did not come within the timeout is closed.
 void TcpData::sweep(Deadline now) {
   for (auto& in : in_)
     if (!in->hello && in->fd >= 0 && now - in->since > options_.timeout)
       refuse(*in, "tcp data connection: no hello within timeout_ms");
-  in_.erase(
-      std::remove_if(in_.begin(), in_.end(),
-                     [](const auto& in) { return in->fd < 0 && (in->held.empty() || !in->hello); }),
-      in_.end());
+  in_.erase(std::remove_if(in_.begin(), in_.end(),
+                           [&](const auto& in) {
+                             if (in->fd >= 0) return false;
+                             return in->held.empty() || !in->hello ||
+                                    (!readable_now(*in) && in->ended &&
+                                     now - *in->ended > options_.timeout);
+                           }),
+            in_.end());
 }
 
 // --- polling ------------------------------------------------------------------------

@@ -25,8 +25,10 @@
 // - The receiver holds what a connection brings until data_via_tcp with its
 //   nonce arrives on ZeroMQ (so everything sent before it on ZeroMQ has been
 //   read), then reads it in order. After that, any ZeroMQ message from that
-//   peer (data_via_zmq, or anything from a peer that restarted) closes the
-//   connection, and what it still held is dropped, never read out of order.
+//   peer (data_via_zmq, or anything from a peer that restarted) closes that
+//   connection, and what it still held is dropped, never read out of order;
+//   a newer connection of the peer's, whose marker is still on its way,
+//   stays. One that ended without its marker coming goes a timeout later.
 // Nothing here trusts the bytes: a connection whose hello or frame is
 // wrong is closed and counted, and the ring goes on.
 #pragma once
@@ -156,7 +158,8 @@ class TcpData {
     std::size_t hello_have = 0;
     std::optional<wire::TcpHello> hello;
     std::unique_ptr<wire::TcpFrameReader> reader;
-    std::deque<TcpArrival> held;  // read, not yet handed over (kept after the end)
+    std::deque<TcpArrival> held;    // read, not yet handed over (kept after the end)
+    std::optional<Deadline> ended;  // when it was read to its end or broke
   };
   enum class Role : std::uint8_t { listen, outgoing, incoming };
   struct Address {
@@ -175,7 +178,7 @@ class TcpData {
   void refuse(Incoming& in, const std::string& why);
   static void drop(Incoming& in);
   [[nodiscard]] bool readable_now(const Incoming& in) const noexcept;
-  void close_from(std::size_t peer);
+  void close_used(std::size_t peer);
   void sweep(Deadline now);
 
   TcpDataOptions options_;
