@@ -302,10 +302,20 @@ void IpcServer::on_ring_state(const RingState& state) {
   const transport::RingCounters& before = stats_.ring.counters;
   if (counted.dropped > before.dropped)
     log_debug(std::to_string(counted.dropped - before.dropped) + " ring messages dropped");
+  for (std::size_t n = 0; n < state.data_on_tcp.size(); ++n) {
+    const bool was = n < stats_.ring.data_on_tcp.size() && stats_.ring.data_on_tcp[n];
+    if (state.data_on_tcp[n] == was) continue;
+    const std::string to = "ring messages to node '" + config_.nodes.at(n).name + "' ";
+    if (state.data_on_tcp[n])
+      log_info(to + "go on a TCP connection to its data port (tcp_data)");
+    else
+      log_info(to + "go on ZeroMQ again: their TCP connection broke");
+  }
   // Refused connections are worth a warning, but a stranger retrying must
   // not flood the log: the first one, then at most one line a minute.
-  const std::uint64_t refused = counted.auth_rejected + counted.handshakes_failed;
-  if (refused > before.auth_rejected + before.handshakes_failed) {
+  const std::uint64_t refused =
+      counted.auth_rejected + counted.handshakes_failed + counted.data_refused;
+  if (refused > before.auth_rejected + before.handshakes_failed + before.data_refused) {
     const auto now = Clock::now();
     if (!refusal_logged_ || now - *refusal_logged_ >= std::chrono::minutes(1)) {
       refusal_logged_ = now;
@@ -315,7 +325,11 @@ void IpcServer::on_ring_state(const RingState& state) {
           (counted.last_rejection.empty() ? "" : "; last key refused: " + counted.last_rejection) +
           (counted.last_handshake_failure.empty()
                ? ""
-               : "; last failed handshake: " + counted.last_handshake_failure));
+               : "; last failed handshake: " + counted.last_handshake_failure) +
+          (counted.data_refused == 0
+               ? ""
+               : "; data port: " + std::to_string(counted.data_refused) +
+                     " connections closed, the last for: " + counted.last_data_refusal));
     }
   }
   stats_.ring_reported(state);

@@ -240,8 +240,10 @@ void RingWorker::report_state() {
   state.counters = r.ring.counters();
   const transport::Membership& membership = r.ring.membership();
   const auto now = Clock::now();
-  for (std::size_t n = 0; n < config_.nodes.size(); ++n)
+  for (std::size_t n = 0; n < config_.nodes.size(); ++n) {
     state.peers.push_back(membership.peer(n, now));
+    state.data_on_tcp.push_back(r.ring.data_on_tcp(n));
+  }
   for (const std::uint32_t m : membership.members())
     state.members.push_back(config_.nodes.at(m).name);
   state.last_change = membership.last_change();

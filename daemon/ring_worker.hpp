@@ -86,6 +86,9 @@ struct RingState {
   std::vector<transport::PeerState> peers;
   std::vector<std::string> members;  // the ring (when up) or the one forming, by name
   std::string last_change;           // the last change of members, and why
+  // Per listed node: whether this node's messages to it go on its TCP data
+  // connection (transport/tcp_data.hpp) rather than on ZeroMQ.
+  std::vector<bool> data_on_tcp;
 
   bool operator==(const RingState&) const = default;
 };

@@ -371,6 +371,8 @@ RingCounters ZmqRing::counters() const {
   if (tcp_) {
     counters.bytes_sent += tcp_->counters().bytes_sent;
     counters.bytes_received += tcp_->counters().bytes_received;
+    counters.data_refused = tcp_->counters().refused;
+    counters.last_data_refusal = tcp_->counters().last_refusal;
   }
   return counters;
 }

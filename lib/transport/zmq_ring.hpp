@@ -77,6 +77,9 @@ struct RingCounters {
                                         // away, or broke the protocol (an oversized frame)
   std::string last_rejection;           // the last key the ZAP handler refused, and from where
   std::string last_handshake_failure;   // what the last failed handshake was
+  std::uint64_t data_refused = 0;       // connections to the TCP data port closed for a bad
+                                        // hello or frame (tcp_data.hpp)
+  std::string last_data_refusal;        // why the last one was
 
   bool operator==(const RingCounters&) const = default;
 };
@@ -153,6 +156,10 @@ class ZmqRing final : public collective::RingLink {
   [[nodiscard]] std::string label(std::size_t listed) const;
   // With the bytes of the TCP connections (tcp_data.hpp) in bytes_sent and bytes_received.
   [[nodiscard]] RingCounters counters() const;
+  // Whether this node's messages to listed node `peer` go on its TCP connection now.
+  [[nodiscard]] bool data_on_tcp(std::size_t peer) const noexcept {
+    return tcp_ && tcp_->via_tcp(peer);
+  }
   // The TCP port this node takes ring messages on; 0 when its TCP connections are off.
   [[nodiscard]] std::uint16_t data_port() const noexcept { return tcp_ ? tcp_->port() : 0; }
   // The TCP connections' own counters; nothing when they are off.

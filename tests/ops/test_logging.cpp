@@ -37,6 +37,10 @@ BOOST_AUTO_TEST_CASE(every_line_is_one_event_with_level_and_node_and_ops_name_th
              daemons.log(0));
   BOOST_TEST(std::regex_search(daemons.log(0), std::regex("warn: op [0-9]+ failed: ")),
              daemons.log(0));
+  // Where its messages to the other node go (tcp_data, on by default).
+  BOOST_TEST(contains(daemons.log(0),
+                      "info: ring messages to node 'n1' go on a TCP connection to its data port"),
+             daemons.log(0));
 }
 
 BOOST_AUTO_TEST_CASE(level_from_the_file_and_from_the_command_line) {
