@@ -19,6 +19,9 @@ namespace {
 
 // A connection that failed is tried again this much later.
 constexpr std::chrono::milliseconds kRetry{1000};
+// A connect that takes longer is given up (a host cut off answers no SYN:
+// the kernel would retry for minutes) and tried again.
+constexpr std::chrono::milliseconds kConnectTimeout{2000};
 // Messages a connection holds before the ring may read them; it is not
 // read further until they go.
 constexpr std::size_t kMaxHeld = 1024;
@@ -207,6 +210,7 @@ void TcpData::connect(std::size_t peer, Deadline now) {
   }
   no_delay(o.fd);
   o.connected = false;
+  o.since = now;
   o.nonce = ++next_nonce_;
   o.queue.clear();
   const int rc = ::connect(o.fd, reinterpret_cast<const sockaddr*>(&there.storage), there.length);
@@ -457,18 +461,24 @@ void TcpData::after_poll(const zmq::pollitem_t* items, Deadline now) {
       read(*in_[i]);
     }
   }
-  for (std::size_t p = 0; p < listed(); ++p)
+  for (std::size_t p = 0; p < listed(); ++p) {
+    if (out_[p].fd >= 0 && !out_[p].connected && now - out_[p].since > kConnectTimeout)
+      fail(p, now);
     if (retry_at_[p] && now >= *retry_at_[p] && out_[p].fd < 0 && peer_port_[p] != 0) {
       retry_at_[p].reset();
       connect(p, now);
     }
+  }
   sweep(now);
 }
 
 TcpData::Deadline TcpData::next_timer() const noexcept {
   Deadline next = Deadline::max();
-  for (std::size_t p = 0; p < listed(); ++p)
+  for (std::size_t p = 0; p < listed(); ++p) {
     if (retry_at_[p] && out_[p].fd < 0) next = std::min(next, *retry_at_[p]);
+    if (out_[p].fd >= 0 && !out_[p].connected)
+      next = std::min(next, out_[p].since + kConnectTimeout);
+  }
   for (const auto& in : in_)
     if (!in->hello && in->fd >= 0) next = std::min(next, in->since + options_.timeout);
   return next;

@@ -147,6 +147,7 @@ class TcpData {
   struct Outgoing {
     int fd = -1;
     bool connected = false;
+    Deadline since{};  // when the connect began
     std::uint64_t nonce = 0;
     std::deque<Queued> queue;
   };
