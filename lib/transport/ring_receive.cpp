@@ -139,19 +139,18 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
   }
   if (zap_ && (items[zap_at].revents & ZMQ_POLLIN)) answer_zap();
   if (wake && (items[wake_at].revents & ZMQ_POLLIN)) *woken = true;
+  // Drain what is queued, but hand over the first data message at once;
+  // the ZeroMQ socket and the TCP connections take turns, so that a flood on
+  // one (garbage on the ring port) cannot hold up the other's data. What is
+  // left waits for the next poll, which then does not sleep.
   std::optional<collective::Message> got;
-  if (items[0].revents & ZMQ_POLLIN) {
-    // Drain what is queued, but hand over the first data message at once.
-    for (int i = 0; i < 256 && !got; ++i) {
-      bool more = false;
-      got = receive_one(&more);
-      if (!more) break;
-    }
+  bool zmq_more = (items[0].revents & ZMQ_POLLIN) != 0;
+  for (int i = 0; i < 256 && !got; ++i) {
+    const bool tcp_more = tcp_ && tcp_->has_arrival();
+    if (!zmq_more && !tcp_more) break;
+    if (tcp_more) got = receive_tcp(*tcp_->take_arrival());
+    if (!got && zmq_more) got = receive_one(&zmq_more);
   }
-  // The same for what the TCP connections brought (what is left waits for
-  // the next poll, which then does not sleep).
-  for (int i = 0; i < 256 && !got && tcp_ && tcp_->has_arrival(); ++i)
-    got = receive_tcp(*tcp_->take_arrival());
   run_timers();
   return got;
 }
