@@ -260,11 +260,18 @@ std::vector<TcpSwitch> TcpData::take_switches() { return std::exchange(switches_
 bool TcpData::from_zmq(std::size_t peer, wire::RingKind kind, std::uint64_t nonce) {
   if (peer >= listed() || peer == options_.self) return true;
   if (kind == wire::RingKind::data_via_tcp) {
+    if (switched_in_[peer] && *switched_in_[peer] != nonce) close_used(peer);  // it reconnected
     switched_in_[peer] = nonce;
     return false;
   }
-  if (switched_in_[peer]) close_used(peer);  // the peer went back to ZeroMQ, or restarted
-  return kind != wire::RingKind::data_via_zmq;
+  if (kind == wire::RingKind::data_via_zmq) {
+    if (switched_in_[peer]) close_used(peer);
+    return false;
+  }
+  // Anything else is read as it comes: from a peer that restarted (it does
+  // not know the old connection), or forged (dropped by the ring's checks,
+  // as before; it must not end the peer's connection).
+  return true;
 }
 
 // The connection the peer sends on ends, with what it still held.

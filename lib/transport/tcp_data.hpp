@@ -24,11 +24,15 @@
 //   what it carried, and it connects again a second later.
 // - The receiver holds what a connection brings until data_via_tcp with its
 //   nonce arrives on ZeroMQ (so everything sent before it on ZeroMQ has been
-//   read), then reads it in order. After that, any ZeroMQ message from that
-//   peer (data_via_zmq, or anything from a peer that restarted) closes that
+//   read), then reads it in order. data_via_zmq, or data_via_tcp with
+//   another nonce (the peer restarted and connected again), closes that
 //   connection, and what it still held is dropped, never read out of order;
 //   a newer connection of the peer's, whose marker is still on its way,
 //   stays. One that ended without its marker coming goes a timeout later.
+//   Other ZeroMQ messages from a peer are read as they come, whatever its
+//   connection: a forged one is dropped by the ring's checks as before and
+//   ends nothing, and one from a peer that restarted without its old
+//   connection closing (its host went away) still gets through.
 // Nothing here trusts the bytes: a connection whose hello or frame is
 // wrong is closed and counted, and the ring goes on.
 #pragma once

@@ -14,6 +14,7 @@
 
 #include "ring_links.hpp"
 #include "wire/tcp_frames.hpp"
+#include "wire/wire.hpp"
 
 namespace {
 
@@ -114,6 +115,41 @@ BOOST_AUTO_TEST_CASE(garbage_on_a_data_port_is_refused_by_name_and_the_ring_goes
     }
   }
   check_exchange(exchange_sizes(links));
+}
+
+// Without keys anyone can put a message on the ring port that claims to
+// come from a node. One from a node whose messages come on its TCP
+// connection is read (and dropped by the ring's checks) like any other,
+// and leaves that connection alone.
+BOOST_AUTO_TEST_CASE(a_forged_message_from_a_node_does_not_end_its_connection) {
+  ZmqLinks links(2);
+  BOOST_TEST_REQUIRE(links.wait_for_tcp());
+  const std::uint64_t switches = links.ring(1).tcp_counters()->switches;
+  const std::uint64_t dropped = links.ring(0).counters().dropped;
+  {
+    zmq::context_t context(1);
+    zmq::socket_t push(context, zmq::socket_type::push);
+    push.set(zmq::sockopt::linger, 1000);
+    push.connect(links.options().addresses[0]);
+    zring::wire::RingHeader forged;
+    forged.kind = zring::wire::RingKind::data;
+    forged.generation = links.ring(0).generation() + 7;  // no such ring
+    forged.sender = 1;
+    forged.tag = {Phase::reduce, 0, 0, 1};
+    const auto bytes = zring::wire::encode_ring_header(forged);
+    for (int i = 0; i < 20; ++i) {
+      (void)push.send(zmq::buffer(bytes), zmq::send_flags::sndmore);
+      (void)push.send(zmq::str_buffer("payload"), zmq::send_flags::none);
+    }
+  }
+  const auto give_up = Clock::now() + 4 * scaled(ZmqLinks::kTimeout);
+  while (links.ring(0).counters().dropped < dropped + 20 && Clock::now() < give_up)
+    links.ring(0).service(Clock::now() + 20ms, nullptr);
+  BOOST_TEST(links.ring(0).counters().dropped >= dropped + 20);
+  check_exchange(exchange_sizes(links));
+  BOOST_TEST(links.ring(1).tcp_counters()->switches == switches, "node 1 had to connect again");
+  BOOST_TEST(links.ring(0).data_on_tcp(1));
+  BOOST_TEST(links.ring(1).data_on_tcp(0));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
