@@ -254,8 +254,8 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
       return std::nullopt;
     }
   }
-  // Which way this peer's messages come (a marker says; anything else on
-  // ZeroMQ ends its connection), and where it takes them.
+  // Which way this peer's messages come (only its markers say,
+  // tcp_data.hpp), and where it takes them.
   if (tcp_ && !via_tcp && !tcp_->from_zmq(header.sender, header.kind, header.op)) {
     if (header.data_port != 0) tcp_->heard_port(header.sender, header.data_port, Clock::now());
     return std::nullopt;
