@@ -85,6 +85,11 @@ IpcServer::IpcServer(boost::asio::io_context& io, zmq::context_t& context, const
       worker_(worker),
       socket_(context, zmq::socket_type::router),
       fd_(io),
+      // Every local rank and a few tools (zringctl) at once.
+      requests_(io, config.max_message_bytes, 4 * config.local_ranks + 16,
+                [this](std::vector<zmq::message_t>& frames) {
+                  if (running_) handle(frames);
+                }),
       stall_timer_(io),
       keepalive_timer_(io),
       backlog_timer_(io),
@@ -118,6 +123,7 @@ void IpcServer::start() {
   // Only the daemon's user and group may talk to it.
   if (::chmod(path.c_str(), 0660) != 0)
     log_warn("cannot set mode 0660 on " + path + ": " + std::strerror(errno));
+  requests_.start(path + ".req");
   region_prefix_ = region_prefix(path);
   remove_stale_regions(region_prefix_);
   log_info("shared buffers for large tensors: " + region_prefix_ + "*");
@@ -139,6 +145,7 @@ void IpcServer::stop(const std::string& why, ErrorCode code) {
     fd_.cancel();
     fd_.release();
   }
+  requests_.stop();
   socket_.close();
 }
 

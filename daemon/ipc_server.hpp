@@ -1,7 +1,9 @@
 // ipc_server.hpp - where local training processes meet their daemon (daemon-internal).
 //
 // A ZeroMQ ROUTER socket on the config's ipc:// endpoint, driven by the
-// daemon's io_context (ZMQ_FD watched by asio). It greets clients, collects
+// daemon's io_context (ZMQ_FD watched by asio), and beside it the request
+// socket (request_socket.hpp) on which greeted clients send their requests
+// without ZeroMQ's I/O threads; the answers go on the ROUTER. It greets clients, collects
 // one submission from each local rank into an op for the ring thread,
 // notices local ranks that are late (the stall inspector: the error names
 // them), keeps waiting clients alive with keepalives, and hands every rank
@@ -28,6 +30,7 @@
 #include "daemon_stats.hpp"
 #include "local_ranks.hpp"
 #include "op_timeline.hpp"
+#include "request_socket.hpp"
 #include "ring_worker.hpp"
 #include "transport/shared_region.hpp"
 #include "wire/wire.hpp"
@@ -88,6 +91,7 @@ class IpcServer {
   RingWorker& worker_;
   zmq::socket_t socket_;
   boost::asio::posix::stream_descriptor fd_;
+  RequestSocket requests_;  // <ipc path>.req
   boost::asio::steady_timer stall_timer_;
   boost::asio::steady_timer keepalive_timer_;
   boost::asio::steady_timer backlog_timer_;

@@ -1,14 +1,22 @@
 // daemon_channel.cpp - the DEALER socket to zringd: sending, polling, errors.
 #include "client/daemon_channel.hpp"
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <random>
 
 #include "transport/zmq_calls.hpp"
+#include "wire/tcp_frames.hpp"
 
 namespace zring::client {
 namespace {
@@ -33,6 +41,16 @@ void check_endpoint(const std::string& endpoint) {
   }
 }
 
+// A routing id of this process's own (16 random bytes, the first not 0,
+// which ZeroMQ keeps for the ids it makes): the request socket names it.
+std::string random_routing_id() {
+  std::random_device random;
+  std::string id(16, '\0');
+  for (char& c : id) c = static_cast<char>(random() & 0xff);
+  id[0] = static_cast<char>((static_cast<unsigned char>(id[0]) % 255) + 1);
+  return id;
+}
+
 }  // namespace
 
 DaemonChannel::DaemonChannel(const std::string& endpoint, std::chrono::milliseconds timeout,
@@ -42,7 +60,12 @@ DaemonChannel::DaemonChannel(const std::string& endpoint, std::chrono::milliseco
       given_up_(std::move(given_up)),
       socket_(context_, zmq::socket_type::dealer) {
   check_endpoint(endpoint);
+  // ZRING_IPC_REQUESTS=zeromq keeps every request on the DEALER (to compare the two ways).
+  const char* way = std::getenv("ZRING_IPC_REQUESTS");
+  if (endpoint.rfind("ipc://", 0) == 0 && !(way && std::string(way) == "zeromq"))
+    requests_path_ = endpoint.substr(6) + ".req";
   socket_.set(zmq::sockopt::linger, 0);
+  socket_.set(zmq::sockopt::routing_id, random_routing_id());
   // Large values travel in the shared buffer: no reply needs more.
   socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(kMaxReplyBytes));
   try {
@@ -70,9 +93,83 @@ wire::ClientWait DaemonChannel::wait_from_now() const {
   return wait;
 }
 
+DaemonChannel::~DaemonChannel() { close_request_stream(); }
+
+void DaemonChannel::close_request_stream() noexcept {
+  if (requests_fd_ >= 0) ::close(requests_fd_);
+  requests_fd_ = -1;
+}
+
+// A zringd without one (another release), or one that cannot be reached:
+// the requests go on the DEALER.
+void DaemonChannel::open_request_stream() {
+  close_request_stream();
+  sockaddr_un address{};
+  if (requests_path_.empty() || requests_path_.size() >= sizeof address.sun_path) return;
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, requests_path_.c_str(), requests_path_.size() + 1);
+  requests_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (requests_fd_ < 0) return;
+  int rc;
+  do {
+    rc = ::connect(requests_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  } while (rc != 0 && errno == EINTR);
+  const std::string id = socket_.get(zmq::sockopt::routing_id);
+  const std::vector<std::uint8_t> first(id.begin(), id.end());
+  if (rc != 0 || !send_on_stream(first, nullptr)) close_request_stream();
+}
+
+// The request whole on the stream, or false (and the stream closed): the
+// daemon drops a frame cut short, so the request can go on the DEALER then.
+bool DaemonChannel::send_on_stream(const std::vector<std::uint8_t>& header,
+                                   const zmq::message_t* data) {
+  if (requests_fd_ < 0) return false;
+  const auto prefix =
+      wire::encode_tcp_prefix(header.size(), data != nullptr, data ? data->size() : 0);
+  const std::pair<const void*, std::size_t> parts[3] = {
+      {prefix.data(), prefix.size()},
+      {header.data(), header.size()},
+      {data ? data->data() : nullptr, data ? data->size() : 0}};
+  std::size_t total = 0;
+  for (const auto& [at, size] : parts) total += size;
+  const auto deadline = Clock::now() + timeout_;  // a zringd that reads nothing for that long
+  for (std::size_t done = 0; done < total;) {
+    iovec iov[3];
+    int n = 0;
+    for (std::size_t skip = done; const auto& [at, size] : parts) {
+      if (skip >= size) {
+        skip -= size;
+        continue;
+      }
+      iov[n++] = {const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(at)) + skip,
+                  size - skip};
+      skip = 0;
+    }
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = static_cast<std::size_t>(n);
+    const ssize_t sent = ::sendmsg(requests_fd_, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent > 0) {
+      done += static_cast<std::size_t>(sent);
+      continue;
+    }
+    if (sent < 0 && errno == EINTR) continue;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && left.count() > 0) {
+      pollfd wait{requests_fd_, POLLOUT, 0};
+      (void)::poll(&wait, 1, static_cast<int>(left.count()));
+      continue;
+    }
+    close_request_stream();
+    return false;
+  }
+  return true;
+}
+
 void DaemonChannel::send(const std::vector<std::uint8_t>& header,
-                         std::optional<zmq::message_t> data) {
+                         std::optional<zmq::message_t> data, bool may_stream) {
   watch_.sending();
+  if (may_stream && send_on_stream(header, data ? &*data : nullptr)) return;
   // Never blocks: with no zringd on the socket, ZeroMQ queues requests up
   // to its high-water mark and would then wait for one forever.
   const auto more = data ? zmq::send_flags::sndmore : zmq::send_flags::none;

@@ -2,7 +2,12 @@
 //
 // One DEALER socket to the daemon's ROUTER. Every request carries an id and
 // every reply echoes it, so a late reply to a request that already timed
-// out is recognised and ignored. The deadline is one of silence: while an
+// out is recognised and ignored. Once greeted, requests go on the daemon's
+// request socket instead (a plain Unix stream socket beside the IPC one,
+// daemon/request_socket.hpp: the daemon's io thread reads it itself, where
+// ZeroMQ would wake an I/O thread on each side first), tagged with this
+// DEALER's routing id, so the answers still come on the DEALER; when that
+// socket is not there or breaks, they go on the DEALER. The deadline is one of silence: while an
 // op runs the daemon sends a keepalive every heartbeat, so a long op on a
 // slow ring is fine, and a daemon that froze is noticed within the
 // timeout. One that died is noticed at once: its end of the socket closes
@@ -46,6 +51,7 @@ class DaemonChannel {
   // went silent, or its end of the socket closed), before the error is thrown.
   DaemonChannel(const std::string& endpoint, std::chrono::milliseconds timeout,
                 std::function<void()> given_up);
+  ~DaemonChannel();
   DaemonChannel(const DaemonChannel&) = delete;
   DaemonChannel& operator=(const DaemonChannel&) = delete;
 
@@ -56,7 +62,10 @@ class DaemonChannel {
   Reply<Answer> call(Request request, std::optional<zmq::message_t> data,
                      const transport::StagingBoard* board = nullptr) {
     constexpr bool hello = std::is_same_v<Request, wire::Hello>;
-    return await<Answer>(send_request(std::move(request), std::move(data)), hello, nullptr, board);
+    Reply<Answer> reply =
+        await<Answer>(send_request(std::move(request), std::move(data)), hello, nullptr, board);
+    if constexpr (hello) open_request_stream();  // the daemon knows this DEALER now
+    return reply;
   }
 
   // Sends a request with a new id (returned), and its values frame if any.
@@ -64,7 +73,9 @@ class DaemonChannel {
   std::uint64_t send_request(Request request, std::optional<zmq::message_t> data) {
     request.request = ++last_request_;
     request.wait = wait_from_now();
-    send(wire::encode_ipc(request), std::move(data));
+    // A hello goes on the DEALER: its answer comes there, and the daemon
+    // must know the DEALER before answering anything.
+    send(wire::encode_ipc(request), std::move(data), !std::is_same_v<Request, wire::Hello>);
     return request.request;
   }
 
@@ -111,7 +122,13 @@ class DaemonChannel {
   };
 
   wire::ClientWait wait_from_now() const;
-  void send(const std::vector<std::uint8_t>& header, std::optional<zmq::message_t> data);
+  void send(const std::vector<std::uint8_t>& header, std::optional<zmq::message_t> data,
+            bool may_stream);
+  // The request socket (request_socket.hpp): connected after each hello;
+  // false when a request could not go whole on it (it is closed then).
+  void open_request_stream();
+  bool send_on_stream(const std::vector<std::uint8_t>& header, const zmq::message_t* data);
+  void close_request_stream() noexcept;
   std::optional<Waited> look(std::chrono::milliseconds wait);
   Waited wait_reply(std::chrono::milliseconds wait, StagedTransfer* staged, Board board);
   wire::IpcMessage next_reply(Clock::time_point deadline, bool connecting, StagedTransfer* staged,
@@ -121,6 +138,8 @@ class DaemonChannel {
   Error closed(bool connecting, Waited waited) const;
 
   std::string endpoint_;
+  std::string requests_path_;  // the request socket's (none for a tcp:// endpoint)
+  int requests_fd_ = -1;
   std::chrono::milliseconds timeout_;
   std::function<void()> given_up_;
   zmq::context_t context_{1};

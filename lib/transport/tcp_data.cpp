@@ -389,7 +389,7 @@ void TcpData::read(Incoming& in) {
         in.held.push_back(std::move(a));
       }
     } catch (const Error& e) {
-      refuse(in, e.what());
+      refuse(in, std::string("tcp data connection: ") + e.what());
       return;
     }
   }

@@ -25,8 +25,12 @@ T load_le(const std::uint8_t* at) {
   return static_cast<T>(v);
 }
 
-[[noreturn]] void bad_stream(const std::string& what) {
+[[noreturn]] void bad_hello(const std::string& what) {
   throw Error(ErrorCode::malformed_message, "tcp data connection: " + what);
+}
+
+[[noreturn]] void bad_frame(const std::string& what) {
+  throw Error(ErrorCode::malformed_message, what);
 }
 
 }  // namespace
@@ -43,17 +47,17 @@ std::array<std::uint8_t, kTcpHelloBytes> encode_tcp_hello(const TcpHello& hello)
 
 TcpHello decode_tcp_hello(const std::uint8_t* data, std::size_t size) {
   if (size != kTcpHelloBytes)
-    bad_stream("a hello of " + std::to_string(size) + " bytes (expected " +
-               std::to_string(kTcpHelloBytes) + ")");
+    bad_hello("a hello of " + std::to_string(size) + " bytes (expected " +
+              std::to_string(kTcpHelloBytes) + ")");
   if (load_le<std::uint32_t>(data) != kMagic)
-    bad_stream("the hello does not begin with \"zrtd\" (not a zringd data connection)");
+    bad_hello("the hello does not begin with \"zrtd\" (not a zringd data connection)");
   const auto version = load_le<std::uint32_t>(data + 4);
   if (version != kWireVersion)
     throw Error(ErrorCode::unsupported_version,
                 "tcp data connection: the hello speaks wire version " + std::to_string(version) +
                     ", this zringd " + std::to_string(kWireVersion) +
                     " (every node of a ring needs the same zring release)");
-  if (load_le<std::uint32_t>(data + 12) != 0) bad_stream("the hello's reserved word is not 0");
+  if (load_le<std::uint32_t>(data + 12) != 0) bad_hello("the hello's reserved word is not 0");
   TcpHello hello;
   hello.sender = load_le<std::uint32_t>(data + 8);
   hello.nonce = load_le<std::uint64_t>(data + 16);
@@ -83,8 +87,10 @@ std::uint64_t ring_fingerprint(const std::vector<std::string>& names,
   return h;
 }
 
-TcpFrameReader::TcpFrameReader(std::size_t max_payload_bytes)
-    : max_payload_bytes_(max_payload_bytes), buffer_(kBufferBytes) {}
+TcpFrameReader::TcpFrameReader(std::size_t max_payload_bytes, std::size_t max_header_bytes)
+    : max_payload_bytes_(max_payload_bytes),
+      max_header_bytes_(max_header_bytes),
+      buffer_(kBufferBytes) {}
 
 std::pair<std::uint8_t*, std::size_t> TcpFrameReader::room() {
   if (large_) return {large_->payload.get() + large_have_, large_->payload_bytes - large_have_};
@@ -119,18 +125,22 @@ std::optional<TcpFrame> TcpFrameReader::next() {
   const auto header_bytes = load_le<std::uint32_t>(at);
   const auto flags = load_le<std::uint32_t>(at + 4);
   const auto payload_bytes = load_le<std::uint64_t>(at + 8);
-  if (header_bytes == 0 || header_bytes > kMaxTcpHeaderBytes)
-    bad_stream("a frame with a header of " + std::to_string(header_bytes) + " bytes (1 .. " +
-               std::to_string(kMaxTcpHeaderBytes) + ")");
-  if ((flags & ~kHasPayload) != 0)
-    bad_stream("a frame with unknown flags " + std::to_string(flags));
+  if (header_bytes == 0 || header_bytes > max_header_bytes_)
+    bad_frame("a frame with a header of " + std::to_string(header_bytes) + " bytes (1 .. " +
+              std::to_string(max_header_bytes_) + ")");
+  if ((flags & ~kHasPayload) != 0) bad_frame("a frame with unknown flags " + std::to_string(flags));
   if (!(flags & kHasPayload) && payload_bytes != 0)
-    bad_stream("a frame without a payload that announces " + std::to_string(payload_bytes) +
-               " payload bytes");
+    bad_frame("a frame without a payload that announces " + std::to_string(payload_bytes) +
+              " payload bytes");
   if (payload_bytes > max_payload_bytes_)
-    bad_stream("a frame with a payload of " + std::to_string(payload_bytes) +
-               " bytes, more than max_message_bytes (" + std::to_string(max_payload_bytes_) + ")");
-  if (have < kTcpPrefixBytes + header_bytes) return std::nullopt;
+    bad_frame("a frame with a payload of " + std::to_string(payload_bytes) +
+              " bytes, more than max_message_bytes (" + std::to_string(max_payload_bytes_) + ")");
+  if (have < kTcpPrefixBytes + header_bytes) {
+    // room() moves the unread bytes to the front: the whole header then fits.
+    if (buffer_.size() < kTcpPrefixBytes + header_bytes + kSmallPayloadBytes)
+      buffer_.resize(kTcpPrefixBytes + header_bytes + kSmallPayloadBytes);
+    return std::nullopt;
+  }
   const std::size_t payload = static_cast<std::size_t>(payload_bytes);
   const std::size_t in_buffer = have - kTcpPrefixBytes - header_bytes;
   if (in_buffer < payload && payload <= kSmallPayloadBytes) return std::nullopt;  // fits; wait

@@ -63,18 +63,21 @@ struct TcpFrame {
 
 // Cuts the byte stream after the hello into frames. Small frames are read
 // into a buffer of its own, many per read; a large payload goes straight
-// into the buffer the frame hands over, with no copy.
+// into the buffer the frame hands over, with no copy. Headers are at most
+// max_header_bytes (kMaxTcpHeaderBytes for ring headers; a client's
+// requests to zringd, whose manifests can be long, use the same frames).
 class TcpFrameReader {
  public:
-  explicit TcpFrameReader(std::size_t max_payload_bytes);
+  explicit TcpFrameReader(std::size_t max_payload_bytes,
+                          std::size_t max_header_bytes = kMaxTcpHeaderBytes);
 
   // Where the next bytes of the stream go (never empty): read into it, then
   // say how many came.
   [[nodiscard]] std::pair<std::uint8_t*, std::size_t> room();
   void filled(std::size_t n) noexcept;
   // The next whole frame, if one is there. Throws Error(malformed_message)
-  // naming what is wrong with the frame's prefix; the stream is then
-  // unusable.
+  // saying what is wrong with the frame's prefix ("a frame with ..."); the
+  // stream is then unusable.
   [[nodiscard]] std::optional<TcpFrame> next();
   // Whether bytes of an unfinished frame are held.
   [[nodiscard]] bool mid_frame() const noexcept;
@@ -85,8 +88,9 @@ class TcpFrameReader {
   static constexpr std::size_t kSmallPayloadBytes = 32 * 1024;
 
   std::size_t max_payload_bytes_;
-  std::vector<std::uint8_t> buffer_;
-  std::size_t begin_ = 0;  // unread bytes: [begin_, end_)
+  std::size_t max_header_bytes_;
+  std::vector<std::uint8_t> buffer_;  // grows for a header longer than it
+  std::size_t begin_ = 0;             // unread bytes: [begin_, end_)
   std::size_t end_ = 0;
   std::optional<TcpFrame> large_;  // a frame whose payload is being read into it
   std::size_t large_have_ = 0;

@@ -4,6 +4,9 @@
 // and the ring must recover without restarting the others.
 #define BOOST_TEST_MODULE faults
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -253,6 +256,18 @@ BOOST_AUTO_TEST_CASE(garbage_on_the_ring_port_and_ipc_socket_is_dropped) {
   LocalRing ring(options(3));
   ring.start_all();
   ring.wait_up();
+  // ... and on node 0's request socket beside its IPC socket (daemon/request_socket.hpp).
+  const std::string requests = ring.ipc(0).substr(std::strlen("ipc://")) + ".req";
+  BOOST_TEST_REQUIRE(std::filesystem::exists(requests));
+  const auto stranger_writes = [&requests](const std::vector<std::uint8_t>& junk) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, requests.c_str());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0)
+      (void)::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::close(fd);
+  };
   zmq::context_t ctx(1);
   // A stranger pushes garbage at node 1's ring port while ops run.
   zmq::socket_t push(ctx, zmq::socket_type::push);
@@ -270,6 +285,7 @@ BOOST_AUTO_TEST_CASE(garbage_on_the_ring_port_and_ipc_socket_is_dropped) {
       for (auto& b : junk) b = static_cast<std::uint8_t>(rng());
       (void)push.send(zmq::buffer(junk), zmq::send_flags::dontwait);
       (void)dealer.send(zmq::buffer(junk), zmq::send_flags::dontwait);
+      stranger_writes(junk);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   });

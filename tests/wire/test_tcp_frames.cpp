@@ -140,15 +140,13 @@ BOOST_AUTO_TEST_CASE(a_hostile_prefix_is_refused_before_anything_is_allocated) {
     std::memcpy(b.data() + 8, &payload, 8);
     return b;
   };
-  BOOST_TEST(refusal(prefix(0, 0, 0)) ==
-             "tcp data connection: a frame with a header of 0 bytes (1 .. 16384)");
-  BOOST_TEST(refusal(prefix(16385, 0, 0)) ==
-             "tcp data connection: a frame with a header of 16385 bytes (1 .. 16384)");
-  BOOST_TEST(refusal(prefix(10, 2, 0)) == "tcp data connection: a frame with unknown flags 2");
+  BOOST_TEST(refusal(prefix(0, 0, 0)) == "a frame with a header of 0 bytes (1 .. 16384)");
+  BOOST_TEST(refusal(prefix(16385, 0, 0)) == "a frame with a header of 16385 bytes (1 .. 16384)");
+  BOOST_TEST(refusal(prefix(10, 2, 0)) == "a frame with unknown flags 2");
   BOOST_TEST(refusal(prefix(10, 0, 5)) ==
-             "tcp data connection: a frame without a payload that announces 5 payload bytes");
+             "a frame without a payload that announces 5 payload bytes");
   BOOST_TEST(refusal(prefix(10, 1, 1u << 30), 1 << 20) ==
-             "tcp data connection: a frame with a payload of 1073741824 bytes, more than "
+             "a frame with a payload of 1073741824 bytes, more than "
              "max_message_bytes (1048576)");
   BOOST_TEST(refusal(prefix(10, 1, ~std::uint64_t{0})).find("18446744073709551615 bytes") !=
              std::string::npos);

@@ -1,0 +1,135 @@
+#include "request_socket.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/buffer.hpp>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <zring/error.hpp>
+
+#include "wire/tcp_frames.hpp"
+
+namespace zring::daemon {
+namespace {
+
+// A ZeroMQ routing id is 1..255 bytes.
+constexpr std::size_t kMaxRoutingId = 255;
+
+// A ZeroMQ message over the frame's payload, no copy: it keeps the payload alive.
+zmq::message_t message_of(std::shared_ptr<std::uint8_t[]> payload, std::size_t size) {
+  if (size == 0) return zmq::message_t();
+  auto* keep = new std::shared_ptr<std::uint8_t[]>(std::move(payload));
+  return zmq::message_t(
+      keep->get(), size,
+      [](void*, void* hint) { delete static_cast<std::shared_ptr<std::uint8_t[]>*>(hint); }, keep);
+}
+
+}  // namespace
+
+struct RequestSocket::Connection {
+  Connection(boost::asio::io_context& io, std::size_t max_message_bytes)
+      : socket(io), reader(max_message_bytes, max_message_bytes) {}
+  boost::asio::local::stream_protocol::socket socket;
+  wire::TcpFrameReader reader;
+  std::optional<std::string> routing_id;  // from its first frame
+};
+
+RequestSocket::RequestSocket(boost::asio::io_context& io, std::size_t max_message_bytes,
+                             std::size_t max_connections, Handler handler)
+    : io_(io),
+      max_message_bytes_(max_message_bytes),
+      max_connections_(max_connections),
+      handler_(std::move(handler)),
+      acceptor_(io) {}
+
+RequestSocket::~RequestSocket() { stop(); }
+
+void RequestSocket::start(const std::string& path) {
+  path_ = path;
+  ::unlink(path.c_str());  // a socket a zringd that died left
+  boost::system::error_code ec;
+  const boost::asio::local::stream_protocol::endpoint endpoint(path);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(boost::asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    throw Error(ErrorCode::connection_failed,
+                "cannot listen for requests on " + path + ": " + ec.message());
+  }
+  (void)::chmod(path.c_str(), 0660);  // as the IPC socket beside it
+  accept();
+}
+
+void RequestSocket::stop() {
+  if (!acceptor_.is_open()) return;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  for (const auto& weak : connections_)
+    if (const auto c = weak.lock()) c->socket.close(ignored);
+  connections_.clear();
+  ::unlink(path_.c_str());
+}
+
+void RequestSocket::accept() {
+  auto connection = std::make_shared<Connection>(io_, max_message_bytes_);
+  acceptor_.async_accept(
+      connection->socket, [this, connection](const boost::system::error_code& ec) {
+        if (ec == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
+        if (!ec) {
+          std::erase_if(connections_, [](const auto& weak) { return weak.expired(); });
+          if (connections_.size() >= max_connections_) {
+            refuse(*connection, "more connections than local ranks and tools make");
+          } else {
+            connections_.push_back(connection);
+            read(connection);
+          }
+        }
+        accept();
+      });
+}
+
+void RequestSocket::refuse(Connection& connection, const std::string& why) {
+  ++refused_;
+  last_refusal_ = why;
+  boost::system::error_code ignored;
+  connection.socket.close(ignored);
+}
+
+// Reads what is there, hands on every whole request, and reads on; the
+// connection's end (the client went away) ends it quietly.
+void RequestSocket::read(const std::shared_ptr<Connection>& connection) {
+  const auto [at, room] = connection->reader.room();
+  connection->socket.async_read_some(
+      boost::asio::buffer(at, room),
+      [this, connection](const boost::system::error_code& ec, std::size_t n) {
+        if (ec || !connection->socket.is_open()) return;
+        connection->reader.filled(n);
+        try {
+          while (std::optional<wire::TcpFrame> frame = connection->reader.next()) {
+            if (!connection->routing_id) {
+              if (frame->has_payload || frame->header.size() > kMaxRoutingId)
+                return refuse(*connection,
+                              "request socket: the first frame is not a ZeroMQ routing id");
+              connection->routing_id.emplace(frame->header.begin(), frame->header.end());
+              continue;
+            }
+            std::vector<zmq::message_t> frames;
+            frames.emplace_back(connection->routing_id->data(), connection->routing_id->size());
+            frames.emplace_back(frame->header.data(), frame->header.size());
+            if (frame->has_payload)
+              frames.push_back(message_of(std::move(frame->payload), frame->payload_bytes));
+            handler_(frames);
+            if (!connection->socket.is_open()) return;  // stopped meanwhile
+          }
+        } catch (const Error& e) {
+          return refuse(*connection, std::string("request socket: ") + e.what());
+        }
+        read(connection);
+      });
+}
+
+}  // namespace zring::daemon
