@@ -110,6 +110,9 @@ void IpcServer::start() {
   }
   socket_.set(zmq::sockopt::linger, 0);
   socket_.set(zmq::sockopt::router_mandatory, 1);  // tell us when a client is gone
+  // A client names its DEALER itself (its request socket connection says
+  // which): one that connects again gets its name back at once.
+  socket_.set(zmq::sockopt::router_handover, 1);
   socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(config_.max_message_bytes));
   socket_.set(zmq::sockopt::sndhwm, 10000);
   socket_.set(zmq::sockopt::rcvhwm, 10000);
