@@ -1,7 +1,8 @@
 // ipc_send.cpp - IpcServer's way out to clients (daemon-internal).
 //
 // Every answer, error and keepalive leaves through send(): at once when
-// the client's pipe takes it, else parked in the answer backlog (up to
+// the client's pipe takes it (its request socket connection, if it has
+// one, else the ROUTER), else parked in the answer backlog (up to
 // kBacklogBytes a client) and retried on a timer.
 #include <boost/asio/post.hpp>
 
@@ -28,6 +29,15 @@ void IpcServer::send(const std::string& client, const wire::IpcMessage& message,
 }
 
 AnswerBacklog::Sent IpcServer::try_send(const std::string& client, AnswerBacklog::Answer& answer) {
+  // A client with a request socket connection gets its answers there.
+  switch (requests_.send(client, answer.header, answer.values)) {
+    case RequestSocket::Sent::queued:
+      return AnswerBacklog::Sent::yes;
+    case RequestSocket::Sent::full:
+      return AnswerBacklog::Sent::full;
+    case RequestSocket::Sent::no_connection:
+      break;
+  }
   try {
     if (!socket_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
       return AnswerBacklog::Sent::full;
@@ -40,6 +50,13 @@ AnswerBacklog::Sent IpcServer::try_send(const std::string& client, AnswerBacklog
     log_debug("could not answer a client (" + std::string(e.what()) + "): it has gone");
     return AnswerBacklog::Sent::gone;
   }
+}
+
+// An answer that did not go out whole on a client's request socket
+// connection (it broke): on the ROUTER now, or into the backlog.
+void IpcServer::resend(const std::string& client, AnswerBacklog::Answer answer) {
+  if (try_send(client, answer) == AnswerBacklog::Sent::full) park(client, std::move(answer));
+  boost::asio::post(io_, [this] { drain(); });
 }
 
 void IpcServer::park(const std::string& client, AnswerBacklog::Answer answer) {

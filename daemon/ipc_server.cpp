@@ -86,10 +86,16 @@ IpcServer::IpcServer(boost::asio::io_context& io, zmq::context_t& context, const
       socket_(context, zmq::socket_type::router),
       fd_(io),
       // Every local rank and a few tools (zringctl) at once.
-      requests_(io, config.max_message_bytes, 4 * config.local_ranks + 16,
-                [this](std::vector<zmq::message_t>& frames) {
-                  if (running_) handle(frames);
-                }),
+      requests_(
+          io, config.max_message_bytes, 4 * config.local_ranks + 16,
+          [this](std::vector<zmq::message_t>& frames) {
+            if (running_) handle(frames);
+          },
+          [this](const std::string& client, std::vector<std::uint8_t> header,
+                 std::optional<zmq::message_t> values) {
+            // Its request socket connection broke: the ROUTER, then.
+            if (running_) resend(client, {std::move(header), std::move(values)});
+          }),
       stall_timer_(io),
       keepalive_timer_(io),
       backlog_timer_(io),

@@ -80,6 +80,7 @@ class IpcServer {
   void send(const std::string& client, const wire::IpcMessage& message,
             std::optional<zmq::message_t> values = std::nullopt);
   AnswerBacklog::Sent try_send(const std::string& client, AnswerBacklog::Answer& answer);
+  void resend(const std::string& client, AnswerBacklog::Answer answer);
   void park(const std::string& client, AnswerBacklog::Answer answer);
   void arm_backlog_timer();
   void send_error(const std::string& client, std::uint64_t id, ErrorCode code,

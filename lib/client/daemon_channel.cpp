@@ -98,6 +98,7 @@ DaemonChannel::~DaemonChannel() { close_request_stream(); }
 void DaemonChannel::close_request_stream() noexcept {
   if (requests_fd_ >= 0) ::close(requests_fd_);
   requests_fd_ = -1;
+  stream_reader_.reset();
 }
 
 // A zringd without one (another release), or one that cannot be reached:
@@ -110,13 +111,34 @@ void DaemonChannel::open_request_stream() {
   std::memcpy(address.sun_path, requests_path_.c_str(), requests_path_.size() + 1);
   requests_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (requests_fd_ < 0) return;
+  stream_reader_.emplace(kMaxReplyBytes, kMaxReplyBytes);
   int rc;
   do {
     rc = ::connect(requests_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address);
   } while (rc != 0 && errno == EINTR);
   const std::string id = socket_.get(zmq::sockopt::routing_id);
   const std::vector<std::uint8_t> first(id.begin(), id.end());
-  if (rc != 0 || !send_on_stream(first, nullptr)) close_request_stream();
+  if (rc != 0 || !send_on_stream(first, nullptr) || !stream_taken(first)) close_request_stream();
+}
+
+// Whether zringd echoed the routing id (it took the connection) within
+// kStreamTaken. Until then no request goes there: one that zringd refused
+// (it has too many) would lose what was written to it.
+bool DaemonChannel::stream_taken(const std::vector<std::uint8_t>& id) {
+  const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(timeout_, kStreamTaken);
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd wait{requests_fd_, POLLIN, 0};
+    const int ready = ::poll(&wait, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    read_request_stream();
+    if (requests_fd_ < 0) return false;  // closed: refused
+    if (stream_answers_.empty()) continue;
+    const wire::TcpFrame echo = std::move(stream_answers_.front());
+    stream_answers_.pop_front();
+    return !echo.has_payload && echo.header == id && stream_answers_.empty();
+  }
 }
 
 // The request whole on the stream, or false (and the stream closed): the
@@ -190,13 +212,18 @@ void DaemonChannel::send(const std::vector<std::uint8_t>& header,
 // `wait` for either (no longer than the watch needs to decide). A reply
 // that is there counts, even if the connection closed behind it.
 std::optional<DaemonChannel::Waited> DaemonChannel::look(std::chrono::milliseconds wait) {
-  zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, watch_.item()};
+  if (!stream_answers_.empty()) return Waited::reply;
+  zmq::pollitem_t items[3] = {
+      {socket_.handle(), 0, ZMQ_POLLIN, 0}, watch_.item(), {nullptr, requests_fd_, ZMQ_POLLIN, 0}};
+  const std::size_t count = requests_fd_ >= 0 ? 3 : 2;
   const auto decides_by = watch_.decides_by();
   if (wait.count() > 0 && decides_by != Clock::time_point::max())
     wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(decides_by - Clock::now()),
                       std::chrono::milliseconds(0), wait);
-  if (transport::poll_items(items, 2, wait) > 0 && (items[0].revents & ZMQ_POLLIN))
-    return Waited::reply;
+  if (transport::poll_items(items, count, wait) > 0) {
+    if (count == 3 && items[2].revents != 0) read_request_stream();
+    if ((items[0].revents & ZMQ_POLLIN) || !stream_answers_.empty()) return Waited::reply;
+  }
   switch (watch_.check()) {
     case DaemonWatch::State::open:
       return std::nullopt;
@@ -206,9 +233,34 @@ std::optional<DaemonChannel::Waited> DaemonChannel::look(std::chrono::millisecon
       return Waited::gone;
   }
   // What the daemon sent before its end closed is queued ahead of the news.
+  if (requests_fd_ >= 0) read_request_stream();
   zmq::pollitem_t dealer{socket_.handle(), 0, ZMQ_POLLIN, 0};
-  if (transport::poll_items(&dealer, 1, std::chrono::milliseconds(0)) > 0) return Waited::reply;
+  if (!stream_answers_.empty() ||
+      transport::poll_items(&dealer, 1, std::chrono::milliseconds(0)) > 0)
+    return Waited::reply;
   return Waited::closed_during;
+}
+
+// Whole answers the request socket brought; its end (zringd went away) or
+// anything it cannot read closes it, and the DEALER carries on.
+void DaemonChannel::read_request_stream() {
+  while (requests_fd_ >= 0) {
+    const auto [at, room] = stream_reader_->room();
+    const ssize_t got = ::recv(requests_fd_, at, room, MSG_DONTWAIT);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (got <= 0) {
+      close_request_stream();
+      return;
+    }
+    stream_reader_->filled(static_cast<std::size_t>(got));
+    try {
+      while (std::optional<wire::TcpFrame> frame = stream_reader_->next())
+        stream_answers_.push_back(std::move(*frame));
+    } catch (const Error&) {
+      close_request_stream();
+    }
+  }
 }
 
 // Whether the reply is there within `wait`, or what happened instead.
@@ -260,6 +312,18 @@ wire::IpcMessage DaemonChannel::next_reply(Clock::time_point deadline, bool conn
     throw waited == Waited::silence ? silence(connecting) : closed(connecting, waited);
   }
   last_reply_was_silence_ = false;
+  if (!stream_answers_.empty()) {  // an answer on the request socket
+    wire::TcpFrame answer = std::move(stream_answers_.front());
+    stream_answers_.pop_front();
+    if (answer.payload_bytes != 0) {
+      auto* keep = new std::shared_ptr<std::uint8_t[]>(std::move(answer.payload));
+      data = zmq::message_t(
+          keep->get(), answer.payload_bytes,
+          [](void*, void* hint) { delete static_cast<std::shared_ptr<std::uint8_t[]>*>(hint); },
+          keep);
+    }
+    return wire::decode_ipc(answer.header.data(), answer.header.size());
+  }
   zmq::message_t frame;
   const auto receive = [this](zmq::message_t& into) {
     // The reply is queued (look() said so); its frames come together.

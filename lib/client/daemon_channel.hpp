@@ -6,18 +6,18 @@
 // request socket instead (a plain Unix stream socket beside the IPC one,
 // daemon/request_socket.hpp: the daemon's io thread reads it itself, where
 // ZeroMQ would wake an I/O thread on each side first), tagged with this
-// DEALER's routing id, so the answers still come on the DEALER; when that
-// socket is not there or breaks, they go on the DEALER. The deadline is one of silence: while an
-// op runs the daemon sends a keepalive every heartbeat, so a long op on a
-// slow ring is fine, and a daemon that froze is noticed within the
-// timeout. One that died is noticed at once: its end of the socket closes
-// (DaemonWatch), and a request that went out on that connection fails with
-// peer_lost, as does one sent after it closed to a daemon that does not
-// come back within a second.
+// DEALER's routing id, and the daemon answers there too; when that socket
+// is not there or breaks, requests and answers go on the DEALER. The deadline is one of silence:
+// while an op runs the daemon sends a keepalive every heartbeat, so a long op on a slow ring is
+// fine, and a daemon that froze is noticed within the timeout. One that died is noticed at once:
+// its end of the socket closes (DaemonWatch), and a request that went out on that connection fails
+// with peer_lost, as does one sent after it closed to a daemon that does not come back within a
+// second.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -30,6 +30,7 @@
 #include "client/daemon_watch.hpp"
 #include "client/staged_transfer.hpp"
 #include "transport/staging_board.hpp"
+#include "wire/tcp_frames.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::client {
@@ -128,7 +129,12 @@ class DaemonChannel {
   // false when a request could not go whole on it (it is closed then).
   void open_request_stream();
   bool send_on_stream(const std::vector<std::uint8_t>& header, const zmq::message_t* data);
+  bool stream_taken(const std::vector<std::uint8_t>& id);
+  // How long a client waits for zringd to take its request socket connection.
+  static constexpr std::chrono::milliseconds kStreamTaken{2000};
   void close_request_stream() noexcept;
+  // Reads what the request socket brought (answers into stream_answers_).
+  void read_request_stream();
   std::optional<Waited> look(std::chrono::milliseconds wait);
   Waited wait_reply(std::chrono::milliseconds wait, StagedTransfer* staged, Board board);
   wire::IpcMessage next_reply(Clock::time_point deadline, bool connecting, StagedTransfer* staged,
@@ -140,6 +146,8 @@ class DaemonChannel {
   std::string endpoint_;
   std::string requests_path_;  // the request socket's (none for a tcp:// endpoint)
   int requests_fd_ = -1;
+  std::optional<wire::TcpFrameReader> stream_reader_;
+  std::deque<wire::TcpFrame> stream_answers_;  // read, not yet taken
   std::chrono::milliseconds timeout_;
   std::function<void()> given_up_;
   zmq::context_t context_{1};

@@ -1,7 +1,8 @@
 // test_request_socket.cpp - clients' requests on zringd's plain Unix stream
 // socket (daemon/request_socket.hpp): handed on in order as the ROUTER
-// would, with their values; a connection that does not start with a
-// routing id, sends a bad frame, or is one too many is closed and counted.
+// would, with their values, and the routing id echoed and the answers
+// back on the client's own connection; a connection that does not start with a routing id, sends a
+// bad frame, or is one too many is closed and counted.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -34,11 +35,17 @@ struct Server {
                       ("zring-req-" + std::to_string(::getpid()) + ".sock"))
                          .string();
   Seen seen;
-  RequestSocket socket{io, 1 << 20, 2, [this](std::vector<zmq::message_t>& frames) {
-                         std::vector<std::string> r;
-                         for (const auto& f : frames) r.push_back(f.to_string());
-                         seen.requests.push_back(std::move(r));
-                       }};
+  std::vector<std::string> undelivered;  // the headers of answers that went nowhere
+  RequestSocket socket{
+      io, 1 << 20, 2,
+      [this](std::vector<zmq::message_t>& frames) {
+        std::vector<std::string> r;
+        for (const auto& f : frames) r.push_back(f.to_string());
+        seen.requests.push_back(std::move(r));
+      },
+      [this](const std::string&, std::vector<std::uint8_t> header, std::optional<zmq::message_t>) {
+        undelivered.emplace_back(header.begin(), header.end());
+      }};
   Server() { socket.start(path); }
   // Runs the io_context until `done` or a few seconds passed.
   template <class Done>
@@ -125,6 +132,64 @@ BOOST_AUTO_TEST_CASE(what_is_not_a_client_is_closed_and_counted) {
   BOOST_TEST(server.socket.refused() == 3u);
   BOOST_TEST(server.socket.last_refusal() == "more connections than local ranks and tools make");
   for (const int fd : {no_id, garbage, a, b, c}) ::close(fd);
+}
+
+BOOST_AUTO_TEST_CASE(answers_go_back_on_the_connection_of_their_client) {
+  Server server;
+  const int fd = connect_to(server.path);
+  write_all(fd, frame("id-7"));
+  write_all(fd, frame("hello"));
+  BOOST_TEST_REQUIRE(server.run_until([&] { return server.seen.requests.size() == 1; }));
+  std::optional<zmq::message_t> values = zmq::message_t(std::string("the values"));
+  BOOST_TEST((server.socket.send("id-7", Bytes{'a', 'n'}, values) == RequestSocket::Sent::queued));
+  BOOST_TEST(!values.has_value());  // taken
+  std::optional<zmq::message_t> none;
+  BOOST_TEST((server.socket.send("id-7", Bytes{'k'}, none) == RequestSocket::Sent::queued));
+  std::optional<zmq::message_t> kept = zmq::message_t(std::string("x"));
+  BOOST_TEST((server.socket.send("id-8", Bytes{'z'}, kept) == RequestSocket::Sent::no_connection));
+  BOOST_TEST(kept.has_value());  // left for the ROUTER
+  // The routing id echoed (the connection was taken), then both answers,
+  // in order, in the request socket's frames.
+  zring::wire::TcpFrameReader reader(1 << 20);
+  std::vector<zring::wire::TcpFrame> got;
+  BOOST_TEST_REQUIRE(server.run_until([&] {
+    const auto [at, room] = reader.room();
+    const ssize_t n = ::recv(fd, at, room, MSG_DONTWAIT);
+    if (n > 0) reader.filled(static_cast<std::size_t>(n));
+    while (auto f = reader.next()) got.push_back(std::move(*f));
+    return got.size() == 3;
+  }));
+  BOOST_TEST(std::string(got[0].header.begin(), got[0].header.end()) == "id-7");
+  BOOST_TEST(!got[0].has_payload);
+  BOOST_TEST(std::string(got[1].header.begin(), got[1].header.end()) == "an");
+  BOOST_TEST(got[1].has_payload);
+  BOOST_TEST(std::string(got[1].payload.get(), got[1].payload.get() + got[1].payload_bytes) ==
+             "the values");
+  BOOST_TEST(std::string(got[2].header.begin(), got[2].header.end()) == "k");
+  BOOST_TEST(!got[2].has_payload);
+  ::close(fd);
+}
+
+// A client that closed its connection (it went on on the DEALER): every
+// answer queued for it comes back undelivered, for the ROUTER to carry,
+// and once zringd has seen the end none is queued there any more.
+BOOST_AUTO_TEST_CASE(answers_to_a_closed_connection_go_another_way_none_lost) {
+  Server server;
+  const int fd = connect_to(server.path);
+  write_all(fd, frame("id-9"));
+  write_all(fd, frame("request"));
+  BOOST_TEST_REQUIRE(server.run_until([&] { return server.seen.requests.size() == 1; }));
+  ::close(fd);
+  std::size_t queued = 0;
+  BOOST_TEST(server.run_until([&] {
+    std::optional<zmq::message_t> values = zmq::message_t(std::string(1000, 'v'));
+    const auto sent = server.socket.send("id-9", Bytes{'a'}, values);
+    if (sent == RequestSocket::Sent::queued) ++queued;
+    return sent == RequestSocket::Sent::no_connection;
+  }));
+  // Every answer, and not the echo of the routing id, which was for this connection only.
+  BOOST_TEST(server.run_until([&] { return server.undelivered.size() == queued; }));
+  for (const std::string& header : server.undelivered) BOOST_TEST(header == "a");
 }
 
 BOOST_AUTO_TEST_CASE(stop_removes_the_socket_file) {

@@ -80,7 +80,13 @@ bool all_succeed(LocalRing& ring, std::uint64_t seed, std::size_t size = 1000) {
   for (std::size_t n = 0; n < ring.options().nodes; ++n)
     clients.push_back(start_client(ring, n, "none", 2, size, seed));
   bool ok = true;
-  for (auto& c : clients) ok = finish(c).first == 0 && ok;
+  for (auto& c : clients) {
+    const int status = finish(c).first;
+    if (status == 0) continue;
+    ok = false;
+    BOOST_TEST_MESSAGE("a client exited with " << status << ": " << read_file(c.out + ".log")
+                                               << read_file(c.out + ".err"));
+  }
   return ok;
 }
 
@@ -295,6 +301,30 @@ BOOST_AUTO_TEST_CASE(garbage_on_the_ring_port_and_ipc_socket_is_dropped) {
   flood.join();
   BOOST_TEST(ok, "an all-reduce failed while garbage arrived");
   for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
+}
+
+// Strangers that hold every connection node 0's request socket takes
+// (4 per local rank and 16 more) and say nothing: its clients' connections
+// there are refused, and their requests go on the DEALER, none lost.
+BOOST_AUTO_TEST_CASE(a_client_refused_on_the_request_socket_loses_no_request) {
+  LocalRing ring(options(2));
+  ring.start_all();
+  ring.wait_up();
+  const std::string requests = ring.ipc(0).substr(std::strlen("ipc://")) + ".req";
+  std::vector<int> strangers;
+  for (int i = 0; i < 4 + 16; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, requests.c_str());
+    BOOST_TEST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    strangers.push_back(fd);
+  }
+  BOOST_TEST(all_succeed(ring, 400), "an all-reduce failed with the request socket full");
+  BOOST_TEST(all_succeed(ring, 401, 20000), "an all-reduce failed with the request socket full");
+  for (const int fd : strangers) ::close(fd);
+  BOOST_TEST(all_succeed(ring, 402), "an all-reduce failed once the strangers left");
+  for (std::size_t n = 0; n < 2; ++n) BOOST_TEST(ring.daemon(n).running());
 }
 
 BOOST_AUTO_TEST_CASE(restarted_daemon_rejoins_and_running_clients_carry_on) {
