@@ -96,6 +96,13 @@ void ring_families(Exposition& e, const DaemonStats& stats, const RingConfig& co
              "peer=" + label(config.nodes[n].name) + ",address=" + label(config.nodes[n].address),
              up ? "1" : "0");
   }
+  e.family("zring_peer_data_on_tcp", "gauge",
+           "1 while this node's ring messages to the listed node go on a TCP connection to its "
+           "data port (tcp_data), 0 while they go on ZeroMQ (or it is this node).");
+  for (std::size_t n = 0; n < config.nodes.size(); ++n)
+    e.sample("zring_peer_data_on_tcp",
+             "peer=" + label(config.nodes[n].name) + ",address=" + label(config.nodes[n].address),
+             n < ring.data_on_tcp.size() && ring.data_on_tcp[n] ? "1" : "0");
   e.family("zring_ring_formations_total", "counter", "Ring generations this node adopted.");
   e.sample("zring_ring_formations_total", "", std::to_string(ring.counters.formations));
   e.family("zring_ring_messages_dropped_total", "counter",
@@ -202,8 +209,9 @@ wire::DaemonStatus status_report(const DaemonStats& stats, const RingConfig& con
     const wire::MemberState state = n < ring.peers.size()    ? member_state(ring.peers[n])
                                     : n == config.self_index ? wire::MemberState::self
                                                              : wire::MemberState::unknown;
+    const bool on_tcp = n < ring.data_on_tcp.size() && ring.data_on_tcp[n];
     s.members.push_back(
-        {config.nodes[n].name, config.nodes[n].address, n * config.local_ranks, state});
+        {config.nodes[n].name, config.nodes[n].address, n * config.local_ranks, state, on_tcp});
   }
   s.ops_done = stats.ops_done;
   s.ops_failed = stats.ops_failed;

@@ -151,7 +151,8 @@ std::string plural(std::uint64_t n, const std::string& word) {
 // --- status ------------------------------------------------------------------------
 
 void print_members(const DaemonStatus& report) {
-  std::vector<std::vector<std::string>> rows{{"#", "NODE", "ADDRESS", "FIRST RANK", "STATE"}};
+  std::vector<std::vector<std::string>> rows{
+      {"#", "NODE", "ADDRESS", "FIRST RANK", "STATE", "RING MESSAGES TO IT"}};
   std::size_t n = 0;
   for (const zring::wire::MemberStatus& member : report.members) {
     using State = zring::wire::MemberState;
@@ -160,8 +161,12 @@ void print_members(const DaemonStatus& report) {
                               : member.state == State::live ? "live, not in the ring"
                               : member.state == State::down ? "unreachable"
                                                             : "not heard yet";
+    // Where this node's ring messages to it go (tcp_data), while it is a member.
+    const std::string path = member.state != State::up ? "-"
+                             : member.data_on_tcp      ? "tcp (data port)"
+                                                       : "zeromq";
     rows.push_back({std::to_string(n++), member.name, member.address,
-                    std::to_string(member.first_rank), shown});
+                    std::to_string(member.first_rank), shown, path});
   }
   print_table(rows);
   if (report.members_cut) std::cout << "  ... (more members; see --json)\n";

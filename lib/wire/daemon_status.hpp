@@ -30,6 +30,9 @@ struct MemberStatus {
   std::string address;
   std::uint64_t first_rank = 0;
   MemberState state = MemberState::unknown;
+  // Ring messages to it go on a TCP connection of their own (tcp_data),
+  // not on ZeroMQ; false for this node.
+  bool data_on_tcp = false;
   bool operator==(const MemberStatus&) const = default;
 };
 

@@ -46,7 +46,9 @@ namespace zring::wire {
 // right behind its summary, before the receiver may have begun the op, and
 // a shared-buffer op's Result is written on the buffer's board, not sent;
 // 7: ring messages may travel on plain TCP connections, RingHeader::data_port
-// and the kinds data_via_tcp and data_via_zmq, tcp_frames.hpp).
+// and the kinds data_via_tcp and data_via_zmq, tcp_frames.hpp; the status
+// report says of each member whether ring messages to it go on TCP; the
+// request socket, daemon/request_socket.hpp).
 inline constexpr std::uint32_t kWireVersion = 7;
 
 // What a message is. Values are part of the wire format: never renumber.

@@ -30,7 +30,7 @@ namespace detail {
 namespace {
 
 constexpr std::size_t kStatusItems = 36;
-constexpr std::size_t kMemberItems = 4;
+constexpr std::size_t kMemberItems = 5;
 constexpr std::size_t kMethodItems = 6;
 constexpr std::size_t kErrorItems = 2;
 
@@ -77,6 +77,7 @@ std::vector<MemberStatus> read_members(std::span<const msgpack::object> list,
     member.first_rank = f.u64("first_rank");
     member.state = static_cast<MemberState>(
         as_kind(f.next(), static_cast<std::uint64_t>(MemberState::unknown), Where{where, "state"}));
+    member.data_on_tcp = f.flag("data_on_tcp");
     members.push_back(std::move(member));
   }
   return members;
@@ -158,6 +159,7 @@ void pack_daemon_status(Packer& p, const DaemonStatus& s) {
     pack_status_text(p, m.address);
     p.pack_uint64(m.first_rank);
     p.pack_uint8(static_cast<std::uint8_t>(m.state));
+    p.pack(m.data_on_tcp);
   }
   p.pack(s.members_cut || members < s.members.size());
   p.pack_uint64(s.ops_done);

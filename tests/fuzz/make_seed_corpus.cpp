@@ -236,7 +236,7 @@ void write_wire_seeds(const fs::path& dir) {
   status.ring_up = true;
   status.ring_members = {"a", "b"};
   status.min_nodes = 2;
-  status.members = {{"a", "tcp://127.0.0.1:7101", 0, wire::MemberState::up},
+  status.members = {{"a", "tcp://127.0.0.1:7101", 0, wire::MemberState::up, true},
                     {"b", "tcp://127.0.0.1:7102", 2, wire::MemberState::self}};
   status.errors = {{"timeout", 1}};
   status.methods = {{"quant:8", 12, 1, 65536, 20000, 20000}};

@@ -88,6 +88,15 @@ BOOST_AUTO_TEST_CASE(scraped_counters_follow_ops_bytes_errors_and_peers) {
   BOOST_TEST(sample(after.body, "zring_ops_total{method=\"quant:4\",result=\"ok\"}") == 4,
              after.body);
   BOOST_TEST(sample(after.body, "zring_op_duration_seconds_count") == 4, after.body);
+  // n0's ring messages to n1 went on a TCP connection (tcp_data, on by default).
+  const std::string peer1 =
+      "{peer=\"n1\",address=\"tcp://127.0.0.1:" + std::to_string(ring.port(1)) + "\"}";
+  const std::string self0 =
+      "{peer=\"n0\",address=\"tcp://127.0.0.1:" + std::to_string(ring.port(0)) + "\"}";
+  BOOST_TEST(eventually(
+      [&] { return sample(http(ring.dir(), url).body, "zring_peer_data_on_tcp" + peer1) == 1; },
+      10s));
+  BOOST_TEST(sample(after.body, "zring_peer_data_on_tcp" + self0) == 0, after.body);
   BOOST_TEST(sample(after.body, "zring_op_duration_seconds_bucket{le=\"+Inf\"}") == 4, after.body);
   BOOST_TEST(sample(after.body, "zring_op_duration_seconds_sum") > 0, after.body);
   const double raw =

@@ -62,6 +62,15 @@ BOOST_AUTO_TEST_CASE(status_reports_members_ranks_ops_errors_and_bytes_per_metho
   BOOST_TEST(number_at(report, "ops_failed") == 0);
   BOOST_TEST(report.get<std::string>("last_error").empty());
   BOOST_TEST((member_states(report) == std::vector<std::string>{"up", "self"}));
+  // Its ring messages to n0 go on a TCP connection (tcp_data is on by default) once ops ran.
+  BOOST_TEST(eventually(
+      [&] {
+        const ptree now = status_of(ring.ipc(1));
+        const ptree& members = now.get_child("members");
+        return members.front().second.get<bool>("data_on_tcp") &&
+               !members.back().second.get<bool>("data_on_tcp");
+      },
+      15s));
   const ptree& quant = report.get_child("methods").get_child("quant:8");
   BOOST_TEST(number_at(quant, "ops") == 3);
   // A dense float32 ring of N nodes sends 2 (N-1) / N of the gradients per op: all of them for N
@@ -79,6 +88,7 @@ BOOST_AUTO_TEST_CASE(status_reports_members_ranks_ops_errors_and_bytes_per_metho
   BOOST_TEST(contains(table.out, "ring        up since"), table.out);
   BOOST_TEST(contains(table.out, "this node"), table.out);
   BOOST_TEST(contains(table.out, "in the ring"), table.out);
+  BOOST_TEST(contains(table.out, "tcp (data port)"), table.out);
   BOOST_TEST(contains(table.out, "members [n0 n1], quorum 2 of 2 listed"), table.out);
   BOOST_TEST(contains(table.out, "ops         3 done, 0 failed"), table.out);
   BOOST_TEST(contains(table.out, "last error  none"), table.out);

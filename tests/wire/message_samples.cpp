@@ -107,7 +107,7 @@ wire::DaemonStatus sample_daemon_status() {
   s.disconnects = 6;
   s.last_rejection = "key ... from 10.0.0.9";
   s.last_handshake_failure = "no keys";
-  s.members = {{"a", "tcp://10.0.0.1:7101", 0, wire::MemberState::up},
+  s.members = {{"a", "tcp://10.0.0.1:7101", 0, wire::MemberState::up, true},
                {"b", "tcp://10.0.0.2:7101", 8, wire::MemberState::down},
                {"c", "tcp://10.0.0.3:7101", 16, wire::MemberState::live},
                {"d", "tcp://10.0.0.4:7101", 24, wire::MemberState::unknown},

@@ -231,11 +231,15 @@ BOOST_AUTO_TEST_CASE(status_reports_round_trip_and_hostile_ones_are_named) {
   m = wt::parse_value(bytes);
   m[4][24][2].items.pop_back();
   expect_error(wt::pack_value(m),
-               "wire: IPC status_report, status: members[2]: array of 3 items, expected 4");
+               "wire: IPC status_report, status: members[2]: array of 4 items, expected 5");
   m = wt::parse_value(bytes);
   m[4][0] = std::string(wire::kMaxStatusTextBytes + 1, 'n');
   expect_error(wt::pack_value(m),
                "wire: IPC status_report, status: node: string of 4097 bytes (at most 4096)");
+  m = wt::parse_value(bytes);
+  m[4][24][0][4] = 1;  // data_on_tcp that is no boolean
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report, status, members[0]: data_on_tcp: not a boolean");
   m = wt::parse_value(bytes);
   m[4][11][1] = 7;  // a ring member that is no name
   expect_error(wt::pack_value(m), "wire: IPC status_report, status: ring_members[1]: not a string");
