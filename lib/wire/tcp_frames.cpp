@@ -90,16 +90,16 @@ std::uint64_t ring_fingerprint(const std::vector<std::string>& names,
 TcpFrameReader::TcpFrameReader(std::size_t max_payload_bytes, std::size_t max_header_bytes)
     : max_payload_bytes_(max_payload_bytes),
       max_header_bytes_(max_header_bytes),
-      buffer_(kBufferBytes) {}
+      buffer_(std::make_unique_for_overwrite<std::uint8_t[]>(kBufferBytes)) {}
 
 std::pair<std::uint8_t*, std::size_t> TcpFrameReader::room() {
   if (large_) return {large_->payload.get() + large_have_, large_->payload_bytes - large_have_};
   if (begin_ != 0) {  // keep the unread bytes at the front: a whole frame then fits
-    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
   }
-  return {buffer_.data() + end_, buffer_.size() - end_};
+  return {buffer_.get() + end_, buffer_bytes_ - end_};
 }
 
 void TcpFrameReader::filled(std::size_t n) noexcept {
@@ -121,7 +121,7 @@ std::optional<TcpFrame> TcpFrameReader::next() {
   }
   const std::size_t have = end_ - begin_;
   if (have < kTcpPrefixBytes) return std::nullopt;
-  const std::uint8_t* at = buffer_.data() + begin_;
+  const std::uint8_t* at = buffer_.get() + begin_;
   const auto header_bytes = load_le<std::uint32_t>(at);
   const auto flags = load_le<std::uint32_t>(at + 4);
   const auto payload_bytes = load_le<std::uint64_t>(at + 8);
@@ -136,9 +136,18 @@ std::optional<TcpFrame> TcpFrameReader::next() {
     bad_frame("a frame with a payload of " + std::to_string(payload_bytes) +
               " bytes, more than max_message_bytes (" + std::to_string(max_payload_bytes_) + ")");
   if (have < kTcpPrefixBytes + header_bytes) {
-    // room() moves the unread bytes to the front: the whole header then fits.
-    if (buffer_.size() < kTcpPrefixBytes + header_bytes + kSmallPayloadBytes)
-      buffer_.resize(kTcpPrefixBytes + header_bytes + kSmallPayloadBytes);
+    // room() moves the unread bytes to the front, and a full buffer doubles
+    // (up to the whole header and a small payload): it grows with the bytes
+    // that came, never to what a prefix announces before they are there (a
+    // stranger's 16 bytes would cost a zero-filled max_header_bytes).
+    const std::size_t whole = kTcpPrefixBytes + header_bytes + kSmallPayloadBytes;
+    if (have == buffer_bytes_ && buffer_bytes_ < whole) {  // full, so begin_ is 0
+      const std::size_t bytes = std::min(whole, 2 * buffer_bytes_);
+      auto grown = std::make_unique_for_overwrite<std::uint8_t[]>(bytes);
+      std::memcpy(grown.get(), buffer_.get(), have);
+      buffer_ = std::move(grown);
+      buffer_bytes_ = bytes;
+    }
     return std::nullopt;
   }
   const std::size_t payload = static_cast<std::size_t>(payload_bytes);

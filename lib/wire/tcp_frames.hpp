@@ -89,8 +89,10 @@ class TcpFrameReader {
 
   std::size_t max_payload_bytes_;
   std::size_t max_header_bytes_;
-  std::vector<std::uint8_t> buffer_;  // grows for a header longer than it
-  std::size_t begin_ = 0;             // unread bytes: [begin_, end_)
+  // Grows, as its bytes come, for a header longer than it (never zero-filled).
+  std::unique_ptr<std::uint8_t[]> buffer_;
+  std::size_t buffer_bytes_ = kBufferBytes;
+  std::size_t begin_ = 0;  // unread bytes: [begin_, end_)
   std::size_t end_ = 0;
   std::optional<TcpFrame> large_;  // a frame whose payload is being read into it
   std::size_t large_have_ = 0;

@@ -152,6 +152,39 @@ BOOST_AUTO_TEST_CASE(a_hostile_prefix_is_refused_before_anything_is_allocated) {
              std::string::npos);
 }
 
+// A long header (a client's manifest on zringd's request socket) is read
+// whole, but the buffer grows only with the bytes that came: a prefix
+// that announces a header of 200 MiB and sends nothing more costs nothing.
+BOOST_AUTO_TEST_CASE(the_buffer_grows_with_a_long_header_as_its_bytes_come) {
+  constexpr std::size_t kMaxHeader = std::size_t{256} << 20;
+  wire::TcpFrameReader liar(1 << 20, kMaxHeader);
+  const auto announce = wire::encode_tcp_prefix(200u << 20, false, 0);
+  auto [room, space] = liar.room();
+  std::memcpy(room, announce.data(), announce.size());
+  liar.filled(announce.size());
+  BOOST_TEST(!liar.next().has_value());
+  BOOST_TEST(liar.room().second <= std::size_t{64} << 10);
+
+  const Bytes header = sequence(300000, 3);
+  const Bytes whole = frame_bytes(header, sequence(10, 4));
+  wire::TcpFrameReader reader(1 << 20, kMaxHeader);
+  std::optional<wire::TcpFrame> got;
+  for (std::size_t at = 0; at < whole.size();) {
+    const auto [to, left] = reader.room();
+    BOOST_REQUIRE(left != 0);
+    // Never more than twice what came, and a small payload's room.
+    BOOST_TEST(at + left <= std::max<std::size_t>(2 * at, 64 << 10) + 32768);
+    const std::size_t n = std::min({left, std::size_t{4096}, whole.size() - at});
+    std::memcpy(to, whole.data() + at, n);
+    reader.filled(n);
+    at += n;
+    if (auto f = reader.next()) got = std::move(f);
+  }
+  BOOST_TEST_REQUIRE(got.has_value());
+  BOOST_TEST(got->header == header);
+  BOOST_TEST(Bytes(got->payload.get(), got->payload.get() + got->payload_bytes) == sequence(10, 4));
+}
+
 BOOST_AUTO_TEST_CASE(a_frame_cut_short_stays_pending) {
   const Bytes whole = frame_bytes(sequence(20, 1), sequence(100000, 2));
   wire::TcpFrameReader reader(1 << 20);
