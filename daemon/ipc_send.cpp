@@ -55,7 +55,8 @@ AnswerBacklog::Sent IpcServer::try_send(const std::string& client, AnswerBacklog
 // An answer that did not go out whole on a client's request socket
 // connection (it broke): on the ROUTER now, or into the backlog.
 void IpcServer::resend(const std::string& client, AnswerBacklog::Answer answer) {
-  if (try_send(client, answer) == AnswerBacklog::Sent::full) park(client, std::move(answer));
+  if (backlog_.holds(client) || try_send(client, answer) == AnswerBacklog::Sent::full)
+    park(client, std::move(answer));
   boost::asio::post(io_, [this] { drain(); });
 }
 
