@@ -227,6 +227,18 @@ class LocalRing:
     def close(self):
         """Stops every daemon and removes the directory (if it made it)."""
         self.stop_all()
+        # A daemon that had to be killed left its shared buffers: those in
+        # /dev/shm are named after its socket (zringd's ipc_server.cpp).
+        stem = ("zring" + os.path.abspath(self.dir) + "/").replace("/", "_")
+        try:
+            for name in os.listdir("/dev/shm"):
+                if name.startswith(stem):
+                    try:
+                        os.remove(os.path.join("/dev/shm", name))
+                    except OSError:
+                        pass
+        except OSError:
+            pass
         if self._own_dir and os.path.isdir(self.dir):
             shutil.rmtree(self.dir, ignore_errors=True)
         atexit.unregister(self.close)

@@ -27,7 +27,7 @@ LocalRing::LocalRing(LocalRingOptions options)
 }
 
 LocalRing::~LocalRing() {
-  for (Process& p : daemons_) p.kill();
+  for (Process& p : daemons_) p.kill();  // TempDir removes what they left
 }
 
 std::string LocalRing::ipc(std::size_t node) const {

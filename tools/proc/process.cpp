@@ -182,6 +182,18 @@ TempDir::~TempDir() {
   if (keep && std::string(keep) == "1") return;
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+  // A zringd killed with its sockets here cannot remove its shared buffers:
+  // those beside the sockets went with the directory, those in /dev/shm
+  // (where they go when the directory is not a tmpfs) are named after the
+  // socket's path (daemon/ipc_server.cpp).
+  std::string stem = "zring" + path_ + "/";
+  for (char& c : stem)
+    if (c == '/') c = '_';
+  std::error_code removing;  // a file gone meanwhile ends nothing
+  for (std::filesystem::directory_iterator at("/dev/shm", ec), end; !ec && at != end;
+       at.increment(ec))
+    if (at->path().filename().string().rfind(stem, 0) == 0)
+      std::filesystem::remove(at->path(), removing);
 }
 
 // Ports below the kernel's ephemeral range (32768 and up), so an outgoing
