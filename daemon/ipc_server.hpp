@@ -3,7 +3,8 @@
 // A ZeroMQ ROUTER socket on the config's ipc:// endpoint, driven by the
 // daemon's io_context (ZMQ_FD watched by asio), and beside it the request
 // socket (request_socket.hpp) on which greeted clients send their requests
-// without ZeroMQ's I/O threads; the answers go on the ROUTER. It greets clients, collects
+// and get their answers without ZeroMQ's I/O threads (the ROUTER carries
+// those of clients without such a connection). It greets clients, collects
 // one submission from each local rank into an op for the ring thread,
 // notices local ranks that are late (the stall inspector: the error names
 // them), keeps waiting clients alive with keepalives, and hands every rank

@@ -12,6 +12,7 @@
 #include <optional>
 #include <zring/error.hpp>
 
+#include "transport/zmq_payload.hpp"
 #include "wire/tcp_frames.hpp"
 
 namespace zring::daemon {
@@ -22,15 +23,6 @@ constexpr std::size_t kMaxRoutingId = 255;
 // Answers waiting to go out on one connection, at most (then they wait in
 // IpcServer's backlog, as for a full ZeroMQ pipe).
 constexpr std::size_t kMaxQueuedBytes = std::size_t{64} << 20;
-
-// A ZeroMQ message over the frame's payload, no copy: it keeps the payload alive.
-zmq::message_t message_of(std::shared_ptr<std::uint8_t[]> payload, std::size_t size) {
-  if (size == 0) return zmq::message_t();
-  auto* keep = new std::shared_ptr<std::uint8_t[]>(std::move(payload));
-  return zmq::message_t(
-      keep->get(), size,
-      [](void*, void* hint) { delete static_cast<std::shared_ptr<std::uint8_t[]>*>(hint); }, keep);
-}
 
 }  // namespace
 
@@ -146,7 +138,8 @@ void RequestSocket::read(const std::shared_ptr<Connection>& connection) {
             frames.emplace_back(connection->routing_id->data(), connection->routing_id->size());
             frames.emplace_back(frame->header.data(), frame->header.size());
             if (frame->has_payload)
-              frames.push_back(message_of(std::move(frame->payload), frame->payload_bytes));
+              frames.push_back(
+                  transport::message_over(std::move(frame->payload), frame->payload_bytes));
             handler_(frames);
             if (!connection->socket.is_open()) return;  // stopped meanwhile
           }

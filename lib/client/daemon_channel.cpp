@@ -16,6 +16,7 @@
 #include <random>
 
 #include "transport/zmq_calls.hpp"
+#include "transport/zmq_payload.hpp"
 #include "wire/tcp_frames.hpp"
 
 namespace zring::client {
@@ -315,13 +316,8 @@ wire::IpcMessage DaemonChannel::next_reply(Clock::time_point deadline, bool conn
   if (!stream_answers_.empty()) {  // an answer on the request socket
     wire::TcpFrame answer = std::move(stream_answers_.front());
     stream_answers_.pop_front();
-    if (answer.payload_bytes != 0) {
-      auto* keep = new std::shared_ptr<std::uint8_t[]>(std::move(answer.payload));
-      data = zmq::message_t(
-          keep->get(), answer.payload_bytes,
-          [](void*, void* hint) { delete static_cast<std::shared_ptr<std::uint8_t[]>*>(hint); },
-          keep);
-    }
+    if (answer.payload_bytes != 0)
+      data = transport::message_over(std::move(answer.payload), answer.payload_bytes);
     return wire::decode_ipc(answer.header.data(), answer.header.size());
   }
   zmq::message_t frame;

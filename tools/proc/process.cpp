@@ -185,7 +185,8 @@ TempDir::~TempDir() {
   // A zringd killed with its sockets here cannot remove its shared buffers:
   // those beside the sockets went with the directory, those in /dev/shm
   // (where they go when the directory is not a tmpfs) are named after the
-  // socket's path (daemon/ipc_server.cpp).
+  // socket's path (region_prefix in daemon/ipc_server.cpp, spelt again here
+  // because tools/proc may use only the client layer).
   std::string stem = "zring" + path_ + "/";
   for (char& c : stem)
     if (c == '/') c = '_';
