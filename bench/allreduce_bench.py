@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from zbench import network, phases, plan, procs, report, runners, stats, svg  # noqa: E402
-from zbench.machine import cpu_model, git_describe, load  # noqa: E402
+from zbench.machine import cpu_model, git_describe, load, tcp_congestion_control  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -161,6 +161,9 @@ class Bench:
         d["zring clients"] = "; ".join(API_TEXT[api] for api in a.zring_apis)
         d["machine"] = f"{os.cpu_count()} CPUs ({cpu_model()}), Linux {platform.release()}"
         d["network"] = net.describe()
+        # The kernel's default congestion control shapes loopback TCP (Gloo's,
+        # Open MPI's and zring's alike): BBR paces, cubic does not.
+        d["tcp congestion control"] = tcp_congestion_control()
         d["ranks"] = (", ".join(map(str, a.rank_counts)) +
                       f" ({a.local_ranks} local rank{'s' if a.local_ranks > 1 else ''} per node)")
         d["peers"] = ("Gloo AllreduceRingChunked over TCP (Debian libgloo-dev), "

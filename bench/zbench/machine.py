@@ -33,3 +33,12 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def tcp_congestion_control():
+    """The kernel's default TCP congestion control (BBR paces even on loopback)."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"

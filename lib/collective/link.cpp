@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "wire/buffer_pool.hpp"
+
 namespace zring::collective {
 
 Bytes Bytes::copy_of(const void* data, std::size_t size) {
@@ -17,8 +19,8 @@ Bytes Bytes::take(std::shared_ptr<std::vector<std::uint8_t>> buffer) {
 }
 
 OwnedBuffer allocate(std::size_t size) {
-  // new[] without () leaves the bytes uninitialised: they are written next.
-  return OwnedBuffer{std::shared_ptr<std::uint8_t[]>(new std::uint8_t[size == 0 ? 1 : size]), size};
+  // Used again op after op (wire/buffer_pool.hpp); the bytes are written next.
+  return OwnedBuffer{wire::pooled_buffer(size), size};
 }
 
 }  // namespace zring::collective

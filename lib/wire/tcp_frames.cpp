@@ -4,6 +4,7 @@
 #include <cstring>
 #include <zring/error.hpp>
 
+#include "wire/buffer_pool.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::wire {
@@ -157,7 +158,7 @@ std::optional<TcpFrame> TcpFrameReader::next() {
   frame.header.assign(at + kTcpPrefixBytes, at + kTcpPrefixBytes + header_bytes);
   frame.has_payload = (flags & kHasPayload) != 0;
   frame.payload_bytes = payload;
-  if (payload != 0) frame.payload.reset(new std::uint8_t[payload]);  // written next
+  if (payload != 0) frame.payload = pooled_buffer(payload);  // written next
   const std::size_t copied = std::min(in_buffer, payload);
   if (copied != 0) std::memcpy(frame.payload.get(), at + kTcpPrefixBytes + header_bytes, copied);
   begin_ += kTcpPrefixBytes + header_bytes + copied;
