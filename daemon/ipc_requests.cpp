@@ -129,6 +129,9 @@ void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
                  std::to_string(submit.wait.timeout_ms) + " ms) had given up on it";
     log_warn(*r.given_up + ": the op fails on every rank");
   } else if (shared) {
+    // The client mapped the buffer before it asked for an op in it: its
+    // name is no longer needed, and gone, it cannot outlive this zringd.
+    r.region->remove_file();
     r.values = collective::Bytes(r.region->data(), bytes, r.region);
   } else {
     // No frame at all is a frame of 0 bytes (room == bytes == 0 here).

@@ -92,9 +92,14 @@ void SharedRegion::make_private(std::size_t keep) {
   }
 }
 
+void SharedRegion::remove_file() noexcept {
+  if (owner_) ::unlink(path_.c_str());
+  owner_ = false;
+}
+
 SharedRegion::~SharedRegion() {
   ::munmap(base_, mapped(size_));
-  if (owner_) ::unlink(path_.c_str());
+  remove_file();
 }
 
 }  // namespace zring::transport

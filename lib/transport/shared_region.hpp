@@ -25,7 +25,13 @@ class SharedRegion {
 
   SharedRegion(const SharedRegion&) = delete;
   SharedRegion& operator=(const SharedRegion&) = delete;
-  ~SharedRegion();  // unmaps; removes the file if this side created it
+  ~SharedRegion();  // unmaps; removes the file if this side created it and it is still there
+
+  // Removes the file (the side that created it, once): the mappings stay,
+  // and the memory goes when the last of them does. zringd calls it when
+  // the client's first op in the buffer shows the client has mapped it;
+  // from then on a zringd that dies leaves nothing behind.
+  void remove_file() noexcept;
 
   // The values (page aligned) and how many bytes of them there are.
   [[nodiscard]] std::uint8_t* data() const noexcept { return data_; }
@@ -44,7 +50,7 @@ class SharedRegion {
   std::uint8_t* base_;  // the mapping: the board, then the values
   std::uint8_t* data_;
   std::size_t size_;
-  bool owner_;
+  bool owner_;  // created here and not yet removed
 };
 
 }  // namespace zring::transport

@@ -227,8 +227,9 @@ class LocalRing:
     def close(self):
         """Stops every daemon and removes the directory (if it made it)."""
         self.stop_all()
-        # A daemon that had to be killed left its shared buffers: those in
-        # /dev/shm are named after its socket (zringd's ipc_server.cpp).
+        # A daemon that had to be killed left the shared buffers that had no
+        # op yet (zringd removes a buffer's file at the first op in it): those
+        # in /dev/shm are named after its socket (zringd's ipc_server.cpp).
         stem = ("zring" + os.path.abspath(self.dir) + "/").replace("/", "_")
         try:
             for name in os.listdir("/dev/shm"):

@@ -207,6 +207,39 @@ def test_shared_tensors_on_a_ring_alias_the_buffer_and_outlive_their_objects(loc
         assert kept == 42.0
 
 
+def shared_buffer_files(ring, node):
+    """The files of node's shared buffers: beside its socket, or in /dev/shm
+    named after it when the socket's directory is not in memory."""
+    socket = os.path.join(ring.dir, f"{ring.name(node)}.sock")
+    stem = ("zring" + os.path.abspath(socket)).replace("/", "_") + ".shm."
+    beside = [n for n in os.listdir(ring.dir) if n.startswith(os.path.basename(socket) + ".shm.")]
+    return beside + [n for n in os.listdir("/dev/shm") if n.startswith(stem)]
+
+
+def test_a_shared_buffer_file_is_removed_at_its_first_op(local_ring):
+    # Once the client's first op in the buffer shows it has mapped it,
+    # zringd removes the file: a zringd that dies later leaves nothing
+    # behind, and both sides still share the memory.
+    ring = local_ring(2)
+    seen = {}
+
+    def work(ar):
+        shared = ar.make_shared_tensors({"g": (5000,)})
+        seen[ar.rank] = {"before": len(shared_buffer_files(ring, ar.rank))}
+        for step in range(3):
+            shared["g"][...] = (ar.rank + 1.0) * (step + 1)
+            ar.all_reduce_in_place(shared)
+            if step == 0:
+                seen[ar.rank]["after"] = len(shared_buffer_files(ring, ar.rank))
+        assert shared.zero_copy
+        return shared["g"].copy()
+
+    results = on_every_rank(ring, "none", work)
+    for r in range(2):
+        assert seen[r] == {"before": 1, "after": 0}
+        assert np.all(results[r] == 4.5)  # step 3: the average of 3 and 6
+
+
 def test_shared_tensors_outlive_their_connection(local_ring):
     # Made by one connection, reduced through another once it is gone: it
     # still works (with a copy), and the views made before see the averages.

@@ -73,4 +73,31 @@ BOOST_AUTO_TEST_CASE(no_room_for_the_buffer_is_a_resource_limit_and_leaves_no_fi
   std::filesystem::remove_all(dir);
 }
 
+BOOST_AUTO_TEST_CASE(the_file_removed_both_mappings_still_share_the_memory) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/buffer";
+  auto made = SharedRegion::create(path, 4096);
+  auto opened = SharedRegion::open(path, 4096);
+  made->remove_file();
+  BOOST_TEST(!std::filesystem::exists(path));
+  made->data()[100] = 7;
+  BOOST_TEST(opened->data()[100] == 7);
+  opened->data()[4095] = 9;
+  BOOST_TEST(made->data()[4095] == 9);
+  // Once only: a file made at that path since is not the buffer's.
+  {
+    auto other = SharedRegion::create(path, 4096);
+    other->remove_file();
+  }
+  BOOST_TEST(!std::filesystem::exists(path));
+  auto again = SharedRegion::create(path, 4096);
+  made->remove_file();
+  made.reset();
+  BOOST_TEST(std::filesystem::exists(path));
+  again.reset();
+  BOOST_TEST(!std::filesystem::exists(path));
+  opened.reset();
+  std::filesystem::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

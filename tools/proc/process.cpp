@@ -182,7 +182,8 @@ TempDir::~TempDir() {
   if (keep && std::string(keep) == "1") return;
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
-  // A zringd killed with its sockets here cannot remove its shared buffers:
+  // A zringd killed with its sockets here cannot remove the shared buffers
+  // that had no op yet (it removes a buffer's file at the first op in it):
   // those beside the sockets went with the directory, those in /dev/shm
   // (where they go when the directory is not a tmpfs) are named after the
   // socket's path (region_prefix in daemon/ipc_server.cpp, spelt again here
