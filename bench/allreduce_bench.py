@@ -69,6 +69,9 @@ def parse_args(argv):
     p.add_argument("--tcp-data", choices=("on", "off"),
                    help="zringd tcp_data (default: zringd's, on: ring messages between two "
                         "nodes on a TCP connection of their own; off: all on ZeroMQ)")
+    p.add_argument("--tcp-congestion",
+                   help="zringd tcp_congestion (default: zringd's, cubic; 'system': the "
+                        "kernel's default, as Gloo and Open MPI use)")
     p.add_argument("--trace", action="store_true",
                    help="after each zring method, write the daemons' timeline (zringctl trace) "
                         "to its raw directory and report the median of every phase per size")
@@ -207,7 +210,7 @@ class Bench:
             if "zring" in a.impls:
                 largest = max(a.sizes)
                 with runners.ZringRing(series, largest, a.chunk_bytes, a.gather_bytes,
-                                       a.direct_bytes, a.tcp_data) as ring:
+                                       a.direct_bytes, a.tcp_data, a.tcp_congestion) as ring:
                     for m in a.methods:
                         for api in a.zring_apis:
                             for layout in (("flat", "resnet50") if a.fusion else ("flat",)):

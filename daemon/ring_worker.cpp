@@ -39,6 +39,7 @@ transport::ZmqRingOptions ring_options(const RingConfig& config) {
   options.heartbeat = config.heartbeat;
   options.max_message_bytes = config.max_message_bytes;
   options.tcp_data = config.tcp_data;
+  options.tcp_congestion = config.tcp_congestion == "system" ? "" : config.tcp_congestion;
   if (config.curve) {
     transport::CurveKeys keys;
     for (const NodeConfig& node : config.nodes) keys.public_keys.push_back(node.public_key);

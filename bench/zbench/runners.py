@@ -117,7 +117,7 @@ class ZringRing:
     """One zringd per node, from a ring config written into the work dir."""
 
     def __init__(self, series, largest_bytes, chunk_bytes=None, gather_bytes=None,
-                 direct_bytes=None, tcp_data=None):
+                 direct_bytes=None, tcp_data=None, tcp_congestion=None):
         self.s = series
         self.dir = series.out_dir("zringd")
         # Unix socket paths must stay short (< 100 bytes): sockets go to /tmp.
@@ -143,6 +143,8 @@ class ZringRing:
             lines.append(f"direct_bytes: {direct_bytes}")
         if tcp_data is not None:
             lines.append(f"tcp_data: {'true' if tcp_data == 'on' else 'false'}")
+        if tcp_congestion is not None:
+            lines.append(f"tcp_congestion: {tcp_congestion}")
         self.config = os.path.join(self.dir, "ring.yaml")
         with open(self.config, "w") as f:
             f.write("\n".join(lines) + "\n")

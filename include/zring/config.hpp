@@ -67,7 +67,10 @@ struct RingConfig {
   std::optional<MetricsConfig> metrics;        // HTTP /metrics; none unless configured
   std::optional<CurveConfig> curve;            // none unless the nodes have public keys
   bool tcp_data = true;  // ring messages over plain TCP connections (never with curve)
-  std::string source;    // where the config came from (for messages)
+  // Their TCP congestion control: a kernel algorithm's name, or "system" for
+  // the kernel's default (net.ipv4.tcp_congestion_control).
+  std::string tcp_congestion = "cubic";
+  std::string source;  // where the config came from (for messages)
 
   [[nodiscard]] std::size_t world_size() const noexcept { return nodes.size() * local_ranks; }
   [[nodiscard]] const NodeConfig& self_node() const { return nodes.at(self_index); }

@@ -64,7 +64,7 @@ constexpr std::size_t kMaxFileBytes = 1 * MiB;
 // The membership protocol names nodes in a bitmap of at most this many (wire::kMaxRingNodes).
 constexpr std::size_t kMaxNodes = 4096;
 
-constexpr std::array<std::string_view, 15> kTopKeys{"nodes",
+constexpr std::array<std::string_view, 16> kTopKeys{"nodes",
                                                     "self",
                                                     "ipc",
                                                     "local_ranks",
@@ -78,7 +78,8 @@ constexpr std::array<std::string_view, 15> kTopKeys{"nodes",
                                                     "log_level",
                                                     "metrics",
                                                     "curve",
-                                                    "tcp_data"};
+                                                    "tcp_data",
+                                                    "tcp_congestion"};
 constexpr std::array<std::string_view, 5> kNodeKeys{"name", "address", "ipc", "public_key",
                                                     "secret_key_file"};
 constexpr std::array<std::string_view, 1> kMetricsKeys{"listen"};
@@ -633,6 +634,24 @@ bool read_tcp_data(const YAML::Node& root, const Where& top, const RingConfig& r
   return text == "true";
 }
 
+// `tcp_congestion: <name> | system`: the congestion control of the TCP
+// connections a node sends its ring messages on (tcp_data). Whether the
+// kernel has it is known only when zringd asks for it, at start.
+std::string read_tcp_congestion(const YAML::Node& root, const Where& top) {
+  const Where where = top.key("tcp_congestion");
+  std::optional<std::string> name = read_string(root, "tcp_congestion", top);
+  if (!name) return RingConfig{}.tcp_congestion;
+  // The kernel's names: at most 15 characters (TCP_CA_NAME_MAX less its NUL).
+  const bool plain = std::all_of(name->begin(), name->end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+  if (name->empty() || name->size() > 15 || !plain)
+    where.fail(quote(*name) +
+               " is not a congestion control's name (1-15 of a-z, 0-9, '_' and '-', e.g. cubic, "
+               "bbr, reno) nor system");
+  return *std::move(name);
+}
+
 RingConfig build_config(const YAML::Node& root, const Where& top,
                         const std::optional<std::string>& node, SecretKey secret) {
   check_keys(root, top, kTopKeys);
@@ -651,6 +670,7 @@ RingConfig build_config(const YAML::Node& root, const Where& top,
   ring.metrics = read_metrics(root, top);
   ring.curve = read_curve(root, top, ring, secret);
   ring.tcp_data = read_tcp_data(root, top, ring);
+  ring.tcp_congestion = read_tcp_congestion(root, top);
   return ring;
 }
 

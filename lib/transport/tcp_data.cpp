@@ -60,6 +60,13 @@ void no_delay(int fd) {
   (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // small frames go at once
 }
 
+// Names the congestion control of a socket this node sends on; false (and
+// errno) when the kernel refuses it.
+bool set_congestion(int fd, const std::string& name) {
+  return name.empty() || ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                                      static_cast<socklen_t>(name.size())) == 0;
+}
+
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
@@ -88,6 +95,15 @@ TcpData::TcpData(TcpDataOptions options)
     const std::string why = std::strerror(errno);
     close_fd(listen_fd_);
     throw Error(ErrorCode::connection_failed, where + why);
+  }
+  // Asked of the listening socket first, so that a name the kernel does not
+  // have, or does not let this user choose, is refused at start.
+  if (!set_congestion(listen_fd_, options_.congestion)) {
+    const std::string why = std::strerror(errno);
+    close_fd(listen_fd_);
+    throw Error(ErrorCode::config_invalid,
+                "tcp_congestion: the kernel refuses '" + options_.congestion + "' (" + why +
+                    "; net.ipv4.tcp_allowed_congestion_control lists what it allows)");
   }
   sockaddr_storage bound{};
   socklen_t length = sizeof bound;
@@ -209,6 +225,7 @@ void TcpData::connect(std::size_t peer, Deadline now) {
     return;
   }
   no_delay(o.fd);
+  (void)set_congestion(o.fd, options_.congestion);  // the listening socket took it
   o.connected = false;
   o.since = now;
   o.nonce = ++next_nonce_;

@@ -62,6 +62,9 @@ struct TcpDataOptions {
   std::uint64_t ring = 0;          // wire::ring_fingerprint of the ring file
   std::size_t max_message_bytes = 256u << 20;
   std::chrono::milliseconds timeout{10000};  // a connection's hello must come within it
+  // The TCP congestion control of the connections this node sends on
+  // (setsockopt TCP_CONGESTION); empty: the kernel's default.
+  std::string congestion;
 };
 
 // A ring message read from a connection, in the order its sender sent it.

@@ -85,6 +85,7 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
     tcp.ring = wire::ring_fingerprint(options_.names, options_.addresses);
     tcp.max_message_bytes = options_.max_message_bytes;
     tcp.timeout = options_.timeout;
+    tcp.congestion = options_.tcp_congestion;
     tcp_ = std::make_unique<TcpData>(std::move(tcp));
   }
   for (std::size_t n = 0; n < listed(); ++n)

@@ -60,6 +60,8 @@ struct ZmqRingOptions {
   // Messages to a peer over a plain TCP connection once it announced its
   // port (tcp_data.hpp); never with CurveZMQ keys.
   bool tcp_data = true;
+  // Their TCP congestion control (TcpDataOptions::congestion); empty: the kernel's default.
+  std::string tcp_congestion;
 };
 
 // Counters for status and metrics.

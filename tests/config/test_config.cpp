@@ -302,6 +302,25 @@ BOOST_AUTO_TEST_CASE(bounds_are_inclusive) {
   }
 }
 
+// The ring's TCP connections: cubic unless the file names another
+// congestion control, or system for the kernel's default; whether the
+// kernel has it is asked at start (test_tcp_data).
+BOOST_AUTO_TEST_CASE(tcp_congestion_is_cubic_unless_the_file_names_one) {
+  BOOST_TEST(parse_config(kRing, "r").tcp_congestion == "cubic");
+  for (const std::string name : {"bbr", "reno", "system", "dctcp", "h-tcp_2"})
+    BOOST_TEST(parse_config(kRing + "tcp_congestion: " + name + "\n", "r").tcp_congestion == name);
+  const std::string why =
+      " is not a congestion control's name (1-15 of a-z, 0-9, '_' and '-', e.g. cubic, bbr, "
+      "reno) nor system";
+  BOOST_TEST(error_of(kRing + "tcp_congestion: Cubic\n") ==
+             "ring.yaml: tcp_congestion: 'Cubic'" + why);
+  BOOST_TEST(error_of(kRing + "tcp_congestion: ''\n") == "ring.yaml: tcp_congestion: ''" + why);
+  BOOST_TEST(error_of(kRing + "tcp_congestion: abcdefghijklmnop\n") ==
+             "ring.yaml: tcp_congestion: 'abcdefghijklmnop'" + why);
+  BOOST_TEST(starts_with(error_of(kRing + "tcp_congestion: [cubic]\n"),
+                         "ring.yaml: tcp_congestion: expected a string, got a list"));
+}
+
 BOOST_AUTO_TEST_CASE(every_log_level_is_accepted) {
   for (const std::string level : {"error", "warn", "info", "debug"}) {
     BOOST_TEST(parse_config(kRing + "log_level: " + level + "\n", "r").log_level == level);
@@ -677,7 +696,7 @@ BOOST_AUTO_TEST_CASE(unknown_key_names_it_and_lists_the_known_ones) {
       contains(message,
                "(known keys: nodes, self, ipc, local_ranks, min_nodes, timeout_ms, heartbeat_ms, "
                "chunk_bytes, gather_bytes, direct_bytes, max_message_bytes, log_level, metrics, "
-               "curve, tcp_data)"));
+               "curve, tcp_data, tcp_congestion)"));
   BOOST_TEST(contains(error_of(kRing + "Local_ranks: 2\n"), "did you mean 'local_ranks'?"));
   const std::string unrelated = error_of(kRing + "frobnicate: 1\n");
   BOOST_TEST(starts_with(unrelated, "ring.yaml: frobnicate: unknown key (known keys: nodes,"));

@@ -152,4 +152,26 @@ BOOST_AUTO_TEST_CASE(a_forged_message_from_a_node_does_not_end_its_connection) {
   BOOST_TEST(links.ring(1).data_on_tcp(0));
 }
 
+// tcp_congestion: asked of the kernel when the connections are set up, so a
+// name it does not have is refused at start, by name.
+BOOST_AUTO_TEST_CASE(a_congestion_control_the_kernel_lacks_is_refused_at_start) {
+  zring::transport::TcpDataOptions options;
+  options.hosts = {"127.0.0.1", "127.0.0.1"};
+  options.bind_host = "127.0.0.1";
+  options.congestion = "no_such_cc";
+  try {
+    zring::transport::TcpData data(options);
+    BOOST_FAIL("a congestion control the kernel lacks was taken");
+  } catch (const zring::Error& e) {
+    BOOST_TEST((e.code() == zring::ErrorCode::config_invalid));
+    BOOST_TEST(std::string(e.what()) ==
+               "tcp_congestion: the kernel refuses 'no_such_cc' (No such file or directory; "
+               "net.ipv4.tcp_allowed_congestion_control lists what it allows)");
+  }
+  options.congestion = "reno";  // built into every kernel, and allowed to everyone
+  BOOST_CHECK_NO_THROW(zring::transport::TcpData{options});
+  options.congestion.clear();  // the kernel's default
+  BOOST_CHECK_NO_THROW(zring::transport::TcpData{options});
+}
+
 BOOST_AUTO_TEST_SUITE_END()
