@@ -35,13 +35,21 @@ struct SizeClass {
   std::size_t bytes;
 };
 
-// A pooled size rounded up to a quarter of its power of two.
+// The bytes of a buffer of class `index`: kClassesPerPower classes a power
+// of two, each a quarter of it more than the one before.
+std::size_t class_bytes(std::size_t index) noexcept {
+  const std::size_t power = kPoolMinBytes << (index / kClassesPerPower);
+  return power / kClassesPerPower * (kClassesPerPower + index % kClassesPerPower);
+}
+
+// The class of a pooled size: the smallest that holds it.
 SizeClass size_class(std::size_t size) noexcept {
   const std::size_t power = std::bit_floor(size);
   const std::size_t step = power / kClassesPerPower;
   const std::size_t quarters = (size + step - 1) / step;  // 4 .. 8 (8: the next power)
   const auto k = static_cast<std::size_t>(std::countr_zero(power) - kMinPower);
-  return {k * kClassesPerPower + (quarters - kClassesPerPower), quarters * step};
+  const std::size_t index = k * kClassesPerPower + (quarters - kClassesPerPower);
+  return {index, class_bytes(index)};
 }
 
 void poison(std::uint8_t* p, std::size_t bytes) noexcept {
@@ -67,7 +75,7 @@ class Pool {
   Pool() {
     // Room for every buffer the bound lets the pool keep: giving back never
     // allocates.
-    for (std::size_t i = 0; i < kClasses; ++i) idle_[i].reserve(kPoolCachedBytes / bytes_of(i));
+    for (std::size_t i = 0; i < kClasses; ++i) idle_[i].reserve(kPoolCachedBytes / class_bytes(i));
   }
 
   std::uint8_t* take(const SizeClass& c) {
@@ -96,7 +104,7 @@ class Pool {
       while (i != c.index && !idle.empty() && stats_.cached_bytes + c.bytes > kPoolCachedBytes) {
         delete[] idle.back();
         idle.pop_back();
-        stats_.cached_bytes -= bytes_of(i);
+        stats_.cached_bytes -= class_bytes(i);
       }
     }
     if (stats_.cached_bytes + c.bytes > kPoolCachedBytes) {
@@ -114,11 +122,6 @@ class Pool {
   }
 
  private:
-  static std::size_t bytes_of(std::size_t index) noexcept {
-    const std::size_t power = kPoolMinBytes << (index / kClassesPerPower);
-    return power / kClassesPerPower * (kClassesPerPower + index % kClassesPerPower);
-  }
-
   std::mutex mutex_;
   std::array<std::vector<std::uint8_t*>, kClasses> idle_;
   BufferPoolStats stats_;
