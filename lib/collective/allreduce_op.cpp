@@ -227,7 +227,7 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
     }
   } join{beside ? &workspace.helper : nullptr};
   if (beside)
-    workspace.helper.start(prepare);
+    workspace.helper.start(prepare, [&link] { link.wake(); });
   else
     prepare();
   const Mine own{

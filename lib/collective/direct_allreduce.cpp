@@ -57,8 +57,10 @@ class DirectAllreduce {
     send_own_values();
     std::size_t missing = c_.geometry.total_chunks();
     while (missing > 0) {
-      std::optional<Message> msg = c_.link.recv_until(Clock::now() + c_.options.timeout);
-      if (!msg) c_.link.timed_out(awaited());
+      const Deadline deadline = Clock::now() + c_.options.timeout;
+      std::optional<Message> msg;
+      while (!(msg = c_.link.recv_until(deadline)))
+        if (Clock::now() >= deadline) c_.link.timed_out(awaited());
       if (handle(*msg)) --missing;
     }
   }

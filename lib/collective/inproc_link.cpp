@@ -10,6 +10,7 @@ struct InprocRing::Inbox {
   std::condition_variable ready;
   std::deque<Message> messages;
   std::string aborted;
+  bool woken = false;
 };
 
 class InprocRing::Link final : public RingLink {
@@ -29,7 +30,9 @@ class InprocRing::Link final : public RingLink {
   }
 
   Message recv(Deadline deadline) override {
-    if (std::optional<Message> msg = recv_until(deadline)) return std::move(*msg);
+    do {
+      if (std::optional<Message> msg = recv_until(deadline)) return std::move(*msg);
+    } while (Clock::now() < deadline);  // woken
     timed_out((node_ + nodes() - 1) % nodes());
   }
 
@@ -37,6 +40,15 @@ class InprocRing::Link final : public RingLink {
     throw Error(ErrorCode::timeout, "node " + std::to_string(node_) +
                                         ": timed out waiting for node " +
                                         std::to_string(waited_for));
+  }
+
+  void wake() noexcept override {
+    Inbox& inbox = *ring_.inboxes_[node_];
+    {
+      std::lock_guard lock(inbox.mutex);
+      inbox.woken = true;
+    }
+    inbox.ready.notify_all();
   }
 
   void put_back(std::vector<Message> messages) override {
@@ -49,10 +61,12 @@ class InprocRing::Link final : public RingLink {
   std::optional<Message> recv_until(Deadline deadline) override {
     Inbox& inbox = *ring_.inboxes_[node_];
     std::unique_lock lock(inbox.mutex);
-    const bool ready = inbox.ready.wait_until(
-        lock, deadline, [&] { return !inbox.messages.empty() || !inbox.aborted.empty(); });
+    (void)inbox.ready.wait_until(lock, deadline, [&] {
+      return !inbox.messages.empty() || !inbox.aborted.empty() || inbox.woken;
+    });
+    inbox.woken = false;
     if (!inbox.aborted.empty()) throw Error(ErrorCode::aborted, inbox.aborted);
-    if (!ready) return std::nullopt;
+    if (inbox.messages.empty()) return std::nullopt;
     Message msg = std::move(inbox.messages.front());
     inbox.messages.pop_front();
     return msg;

@@ -89,8 +89,15 @@ class RingLink {
   virtual Message recv(Deadline deadline) = 0;
   // The same, but at the deadline without a message it returns nothing
   // instead of throwing timeout (for a short wait while this node is busy
-  // with something else).
+  // with something else). It also returns nothing, before the deadline,
+  // when woken (wake): a caller that treats nothing as a timeout looks at
+  // the clock first.
   virtual std::optional<Message> recv_until(Deadline deadline) = 0;
+  // From any thread: a recv_until waiting now, or else the next one,
+  // returns at once (nothing, unless a message is there). For a wait on
+  // another thread's work: this node's summary, made on the helper while
+  // the ring thread forwards the others' (ring_allgather.hpp).
+  virtual void wake() noexcept = 0;
   // Throws the zring::Error(timeout) recv throws, naming node `waited_for`
   // instead of the predecessor: for a wait on messages from any node. A
   // transport that sees a member died instead throws the error of that

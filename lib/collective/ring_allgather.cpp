@@ -321,15 +321,16 @@ WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSi
     if (mine.sent) mine.sent();
   };
   start_when_ready();
-  // While this node's own are being made, wait in short slices to notice
-  // when they are; the timeout counts only once they are on their way (until
-  // then the others wait for this node, not the other way round).
-  constexpr auto kSlice = std::chrono::milliseconds(1);
+  // While this node's own are being made, the thread that makes them wakes
+  // this one when they are (RingLink::wake; a slice bounds the wait all the
+  // same); the timeout counts only once they are on their way (until then
+  // the others wait for this node, not the other way round).
+  constexpr auto kSlice = std::chrono::milliseconds(10);
   std::vector<Message> later;  // the predecessor may already be in the next phase
   while (!started || !summaries.done() || !data.done()) {
-    const std::optional<Message> msg =
-        link.recv_until(Clock::now() + (started ? options.timeout : kSlice));
-    if (!msg && started)
+    const Deadline deadline = Clock::now() + (started ? options.timeout : kSlice);
+    const std::optional<Message> msg = link.recv_until(deadline);
+    if (!msg && started && Clock::now() >= deadline)  // not a wake
       link.timed_out(summaries.awaited().value_or(data.awaited().value_or(link.node())));
     if (msg) {
       if (msg->tag.phase == Phase::blobs)

@@ -28,8 +28,9 @@ using Arrived = std::function<void(std::size_t node, const Bytes& bytes)>;
 // what every node holds. A node sends its data without waiting for anyone
 // else's summary, so a node that is ready early puts its data on the wire
 // while slower ones are still preparing theirs; and until this node's own
-// are ready (mine.ready(), polled while it is made on another thread) it
-// already takes (and passes on) what the others send. Data is cut into
+// are ready (mine.ready(): made on another thread, which then wakes this
+// one through RingLink::wake) it already takes (and passes on) what the
+// others send. Data is cut into
 // pieces of about an eighth of it (64 KiB .. chunk_bytes), so that it moves
 // in a pipeline. A message's segment is its origin; its hop is 0, or how far
 // round the ring its receiver is from the origin.

@@ -21,10 +21,11 @@ Helper::~Helper() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Helper::start(std::function<void()> task) {
+void Helper::start(std::function<void()> task, std::function<void()> finished) {
   {
     std::lock_guard lock(mutex_);
     task_ = std::move(task);
+    on_finished_ = std::move(finished);
     error_ = nullptr;
     done_.store(false, std::memory_order_release);
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
@@ -50,6 +51,7 @@ void Helper::loop() {
     wake_.wait(lock, [this] { return stop_ || task_; });
     if (stop_) return;
     std::function<void()> task = std::move(task_);
+    std::function<void()> finished = std::exchange(on_finished_, nullptr);
     task_ = nullptr;
     lock.unlock();
     std::exception_ptr error;
@@ -61,6 +63,9 @@ void Helper::loop() {
     lock.lock();
     error_ = error;
     done_.store(true, std::memory_order_release);
+    // Under the lock: wait() returns only after it, so what it touches
+    // outlives it.
+    if (finished) finished();
     finished_.notify_all();
   }
 }

@@ -30,8 +30,10 @@ class Helper {
   Helper(const Helper&) = delete;
   Helper& operator=(const Helper&) = delete;
 
-  // Runs task on the helper thread; the previous one must have been waited for.
-  void start(std::function<void()> task);
+  // Runs task on the helper thread; the previous one must have been waited
+  // for. Then, once done() is true, calls finished there (which must not
+  // throw): to wake a thread that waits for the task some other way.
+  void start(std::function<void()> task, std::function<void()> finished = {});
   // Whether the task has finished (what it wrote is then visible here).
   [[nodiscard]] bool done() const noexcept { return done_.load(std::memory_order_acquire); }
   // Until the task has finished; rethrows what it threw.
@@ -45,6 +47,7 @@ class Helper {
   std::condition_variable wake_;      // a task to run, or stop
   std::condition_variable finished_;  // done_ became true
   std::function<void()> task_;
+  std::function<void()> on_finished_;
   std::exception_ptr error_;
   std::atomic<bool> done_{true};
   bool stop_ = false;

@@ -24,7 +24,9 @@ constexpr std::size_t kMaxEarly = 1024;
 // --- receiving -----------------------------------------------------------------
 
 collective::Message ZmqRing::recv(Deadline deadline) {
-  if (std::optional<collective::Message> msg = recv_until(deadline)) return std::move(*msg);
+  do {
+    if (std::optional<collective::Message> msg = recv_until(deadline)) return std::move(*msg);
+  } while (Clock::now() < deadline);  // woken
   timed_out((node() + nodes() - 1) % nodes());
 }
 
@@ -60,7 +62,7 @@ std::optional<collective::Message> ZmqRing::recv_until(Deadline deadline) {
     if (auto msg = poll_once(deadline, nullptr, nullptr)) return msg;
     if (interrupted()) throw Error(ErrorCode::aborted, "zringd is shutting down");
     if (op_failure_) op_failure_->raise();
-    if (Clock::now() >= deadline) return std::nullopt;
+    if (std::exchange(woken_, false) || Clock::now() >= deadline) return std::nullopt;
   }
 }
 
@@ -107,6 +109,8 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
   if (zap_) items.push_back({zap_.handle(), 0, ZMQ_POLLIN, 0});
   const std::size_t wake_at = items.size();
   if (wake) items.push_back({wake->handle(), 0, ZMQ_POLLIN, 0});
+  const std::size_t wakeup_at = items.size();
+  items.push_back({nullptr, wakeup_.fd(), ZMQ_POLLIN, 0});
   const std::size_t peers_at = items.size();
   for (std::size_t n = 0; n < listed(); ++n) {
     if (n == options_.self || peers_[n].outbox.empty()) continue;
@@ -139,6 +143,7 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
   }
   if (zap_ && (items[zap_at].revents & ZMQ_POLLIN)) answer_zap();
   if (wake && (items[wake_at].revents & ZMQ_POLLIN)) *woken = true;
+  if ((items[wakeup_at].revents & ZMQ_POLLIN) && wakeup_.clear()) woken_ = true;
   // Drain what is queued, but hand over the first data message at once;
   // the ZeroMQ socket and the TCP connections take turns, so that a flood on
   // one (garbage on the ring port) cannot hold up the other's data. What is

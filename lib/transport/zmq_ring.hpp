@@ -38,6 +38,7 @@
 #include "status.hpp"
 #include "transport/membership.hpp"
 #include "transport/tcp_data.hpp"
+#include "transport/wakeup.hpp"
 #include "wire/wire.hpp"
 
 namespace zring::transport {
@@ -153,6 +154,7 @@ class ZmqRing final : public collective::RingLink {
   [[noreturn]] void timed_out(std::size_t waited_for) override;
   void put_back(std::vector<collective::Message> messages) override;
   void summaries_known() override { summaries_known_ = true; }
+  void wake() noexcept override { wakeup_.signal(); }
 
   // "node 'b' (tcp://...)": a listed node.
   [[nodiscard]] std::string label(std::size_t listed) const;
@@ -254,6 +256,8 @@ class ZmqRing final : public collective::RingLink {
   std::vector<zmq::pollitem_t> poll_items_;   // poll_once's, reused
   std::vector<std::size_t> poll_peers_;       // the peers of its POLLOUT items
   std::unique_ptr<TcpData> tcp_;              // the TCP connections; none when off
+  Wakeup wakeup_;                             // wake(): polled by poll_once
+  bool woken_ = false;                        // wake() came; recv_until returns
   collective::Deadline next_monitor_look_{};  // when poll_once reads the monitors next
   std::vector<std::array<std::uint8_t, 32>> member_keys_;  // CurveZMQ: per node, binary
   std::deque<std::pair<std::uint64_t, collective::Message>>

@@ -360,6 +360,47 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_silent_predecessor_times_out, L, Links) {
              failures[1]->text << " does not name " << predecessor);
 }
 
+// A wake from another thread ends a recv_until long before its deadline,
+// with nothing; recv, woken, still waits out its deadline and then throws
+// timeout (a wake is never taken for one).
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_wake_ends_recv_until_but_not_recv, L, Links) {
+  L links(3);
+  bool nothing = false;
+  bool early = false;
+  bool waited_out = false;
+  const std::vector<std::optional<Status>> failures =
+      run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>& sync) {
+        if (n != 1) return sync.arrive_and_wait();
+        const auto deadline = Clock::now() + 60s;
+        {
+          std::jthread waker([&link] {
+            std::this_thread::sleep_for(20ms);
+            link.wake();
+          });
+          nothing = !link.recv_until(deadline);
+          early = Clock::now() < deadline;
+        }
+        link.wake();  // a wake that nobody waits for yet: the next wait ends
+        const auto recv_deadline = Clock::now() + 200ms;
+        std::optional<Error> failed;
+        try {
+          (void)link.recv(recv_deadline);
+        } catch (const Error& e) {
+          failed = e;
+        }
+        waited_out = Clock::now() >= recv_deadline;
+        sync.arrive_and_wait();
+        if (failed) throw *failed;
+      });
+  BOOST_TEST(nothing);
+  BOOST_TEST(early);
+  BOOST_TEST(waited_out);
+  BOOST_TEST(!failures[0]);
+  BOOST_TEST(!failures[2]);
+  BOOST_TEST_REQUIRE(failures[1].has_value());
+  BOOST_TEST(failures[1]->code == ErrorCode::timeout, failures[1]->text);
+}
+
 // Node 2 goes away mid-op: its successor (node 0) and node 1 fail the op
 // naming it, with the code the link gives (see InprocLinks/ZmqLinks).
 BOOST_AUTO_TEST_CASE_TEMPLATE(a_peer_that_goes_away_is_named, L, Links) {
