@@ -198,6 +198,52 @@ BOOST_AUTO_TEST_CASE(float_to_bf16_rounds_to_nearest_even) {
              0x7f80u);  // overflow -> inf
 }
 
+// The bulk conversions (F16C and AVX2 where the host has them) give the
+// single-value functions' bits for every sign, exponent and top mantissa
+// bits of a float, each with the low bits that decide the rounding (none,
+// the least, just below, at and just above half of a half's or a bf16's
+// ulp, all), and for every 16-bit pattern the other way, nans included;
+// in batches whose length is not a multiple of eight.
+BOOST_AUTO_TEST_CASE(bulk_conversions_give_the_single_value_bits) {
+  std::vector<float> v;
+  for (std::uint32_t top = 0; top < (1u << 19); ++top) {
+    for (const std::uint32_t low : {0x0000u, 0x0001u, 0x0fffu, 0x1000u, 0x1001u, 0x1fffu}) {
+      v.push_back(std::bit_cast<float>(top << 13 | low));
+      // bf16 drops 16 bits: the same patterns one ulp higher up.
+      v.push_back(std::bit_cast<float>((top << 13 & 0xffff0000u) | low << 3 | (low & 1u)));
+    }
+  }
+  v.push_back(1.5f);
+  std::vector<std::uint16_t> halves(v.size()), bf16s(v.size());
+  codec::floats_to_halves(v.data(), v.size(), halves.data());
+  codec::floats_to_bf16s(v.data(), v.size(), bf16s.data());
+  std::size_t wrong_half = 0, wrong_bf16 = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (halves[i] != codec::float_to_half(v[i]) && wrong_half++ < 5)
+      BOOST_TEST_MESSAGE("float bits " << std::hex << std::bit_cast<std::uint32_t>(v[i])
+                                       << " -> half " << halves[i]);
+    if (bf16s[i] != codec::float_to_bf16(v[i]) && wrong_bf16++ < 5)
+      BOOST_TEST_MESSAGE("float bits " << std::hex << std::bit_cast<std::uint32_t>(v[i])
+                                       << " -> bf16 " << bf16s[i]);
+  }
+  BOOST_TEST(wrong_half == 0u);
+  BOOST_TEST(wrong_bf16 == 0u);
+
+  std::vector<std::uint16_t> all(65536 + 3);
+  for (std::size_t h = 0; h < all.size(); ++h) all[h] = static_cast<std::uint16_t>(h);
+  std::vector<float> from_half(all.size()), from_bf16(all.size());
+  codec::halves_to_floats(all.data(), all.size(), from_half.data());
+  codec::bf16s_to_floats(all.data(), all.size(), from_bf16.data());
+  std::size_t wrong_widened = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto bits = [](float f) { return std::bit_cast<std::uint32_t>(f); };
+    if (bits(from_half[i]) != bits(codec::half_to_float(all[i])) ||
+        bits(from_bf16[i]) != bits(codec::bf16_to_float(all[i])))
+      ++wrong_widened;
+  }
+  BOOST_TEST(wrong_widened == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(nan_stays_nan_and_becomes_quiet) {
   const float signaling = std::bit_cast<float>(0x7f800001u);
   const float negative_nan = std::bit_cast<float>(0xffc00000u);
