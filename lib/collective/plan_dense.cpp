@@ -3,6 +3,7 @@
 // Which is which, and the 16-bit words, come from the method's row in the
 // table of methods (codec/methods.cpp): Summation::dense_float or
 // rounded_half.
+#include <memory>
 #include <vector>
 
 #include "codec/methods.hpp"
@@ -23,9 +24,15 @@ class DensePlan final : public MethodPlan {
                 in.link.nodes()) {}
 
   // A small op's contribution rides behind the summary (gather_allreduce.hpp).
+  // A larger one's is made here too (on the helper, for a large op), unless
+  // it is rank 0's values as they arrive, so that its first messages can go
+  // with the summary (send_ahead).
   void prepare(NodeSummary& summary) override {
-    if (!gather_.on()) return;
     const std::size_t n = in_.elements();
+    if (!gather_.on()) {
+      if (!streams_input()) local_ = local_sum(n);
+      return;
+    }
     // A copy: the result may be written over the input while ZeroMQ still
     // holds this node's message (the others' arriving says nothing of it).
     gather_.send(summary, Bytes::copy_of(local_sum(n), n * sizeof(float)));
@@ -33,12 +40,22 @@ class DensePlan final : public MethodPlan {
   Bytes data() override { return gather_.mine(); }
   void data_arrived(std::size_t node, const Bytes& data) override { gather_.arrived(node, data); }
 
-  // Its values to each chunk's owner go with the summary, when the op
-  // takes the direct schedule.
+  // The schedule's first messages go with the summary: its values to each
+  // chunk's owner on the direct schedule, the first chunks of its own
+  // segment round the ring.
   void send_ahead() override {
-    if (!streams_input()) return;
-    sent_ahead_ = ring_allreduce_send_ahead(in_.link, in_.x[0], in_.elements(), in_.op.ring,
-                                            in_.stats, in_.input.rank0_owner, in_.input.staging);
+    if (gather_.on()) return;
+    const std::size_t n = in_.elements();
+    if (streams_input()) {
+      sent_ahead_ = ring_allreduce_send_ahead(in_.link, FloatLane{}, in_.x[0], n, in_.op.ring,
+                                              in_.stats, in_.input.rank0_owner, in_.input.staging);
+    } else if (floats_) {
+      sent_ahead_ = ring_allreduce_send_ahead(in_.link, FloatLane{}, local_, n, in_.op.ring,
+                                              in_.stats, local_owner(), in_.input.staging);
+    } else {
+      sent_ahead_ = ring_allreduce_send_ahead(in_.link, HalfLane{words_}, local_, n, in_.op.ring,
+                                              in_.stats, nullptr, in_.input.staging);
+    }
   }
 
   // One float32 rank without feedback is summed where it arrives.
@@ -69,19 +86,22 @@ class DensePlan final : public MethodPlan {
                      in_.input.rank0_owner, in_.input.staging, sent_ahead_);
       return;
     }
-    const float* local = local_sum(n);
     if (floats_) {
-      // Values straight from rank 0's buffer can be sent from there.
-      const bool own = !in_.input.ranks.empty() && local == in_.input.ranks[0];
-      ring_allreduce(in_.link, FloatLane{}, local, result, n, in_.op.ring, in_.stats, world,
-                     own ? in_.input.rank0_owner : nullptr, in_.input.staging);
+      ring_allreduce(in_.link, FloatLane{}, local_, result, n, in_.op.ring, in_.stats, world,
+                     local_owner(), in_.input.staging, sent_ahead_);
     } else {
-      ring_allreduce(in_.link, HalfLane{words_}, local, result, n, in_.op.ring, in_.stats, world,
-                     nullptr, in_.input.staging);
+      ring_allreduce(in_.link, HalfLane{words_}, local_, result, n, in_.op.ring, in_.stats, world,
+                     nullptr, in_.input.staging, sent_ahead_);
     }
   }
 
  private:
+  // Values straight from rank 0's buffer can be sent from there.
+  std::shared_ptr<const void> local_owner() const {
+    const bool own = !in_.input.ranks.empty() && local_ == in_.input.ranks[0];
+    return own ? in_.input.rank0_owner : nullptr;
+  }
+
   // The node's contribution: the sum over local ranks of D(C(x)). One
   // uncompressed rank is used in place, without a copy.
   const float* local_sum(std::size_t n) {
@@ -118,6 +138,7 @@ class DensePlan final : public MethodPlan {
   codec::SixteenBitFormat words_;  // fp16 / bf16: the 16-bit words
   GatheredValues gather_;          // a small op: one round (gather_allreduce.hpp)
   std::size_t sent_ahead_ = 0;     // messages send_ahead sent
+  const float* local_ = nullptr;   // the node's contribution (prepare), unless streamed
 };
 
 }  // namespace

@@ -242,15 +242,19 @@ void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* 
   run(sums);
 }
 
-std::size_t ring_allreduce_send_ahead(RingLink& link, const float* local, std::size_t elements,
+template <class Lane>
+std::size_t ring_allreduce_send_ahead(RingLink& link, const Lane& lane,
+                                      const typename Lane::Acc* local, std::size_t elements,
                                       const RingOptions& options, RingStats& stats,
                                       std::shared_ptr<const void> local_owner,
                                       LocalStaging* staging) {
-  ChunkSums<FloatLane> sums(link, FloatLane{}, local, nullptr, nullptr, elements, options, stats, 1,
-                            std::move(local_owner), staging);
+  ChunkSums<Lane> sums(link, lane, local, nullptr, nullptr, elements, options, stats, 1,
+                       std::move(local_owner), staging);
   if (sums.nodes == 1) return 0;
-  return sums.direct() ? detail::direct_send_ahead(sums)
-                       : RingAllreduce<FloatLane>::send_ahead(sums);
+  if constexpr (!Lane::kRounds) {
+    if (sums.direct()) return detail::direct_send_ahead(sums);
+  }
+  return RingAllreduce<Lane>::send_ahead(sums);
 }
 
 template <class Lane>
@@ -267,6 +271,14 @@ template void ring_allreduce<FloatLane>(RingLink&, const FloatLane&, const float
 template void ring_allreduce<HalfLane>(RingLink&, const HalfLane&, const float*, float*,
                                        std::size_t, const RingOptions&, RingStats&, std::size_t,
                                        std::shared_ptr<const void>, LocalStaging*, std::size_t);
+template std::size_t ring_allreduce_send_ahead<FloatLane>(RingLink&, const FloatLane&, const float*,
+                                                          std::size_t, const RingOptions&,
+                                                          RingStats&, std::shared_ptr<const void>,
+                                                          LocalStaging*);
+template std::size_t ring_allreduce_send_ahead<HalfLane>(RingLink&, const HalfLane&, const float*,
+                                                         std::size_t, const RingOptions&,
+                                                         RingStats&, std::shared_ptr<const void>,
+                                                         LocalStaging*);
 template void ring_allreduce<CodeLane>(RingLink&, const CodeLane&, BlockIo<std::uint32_t>&,
                                        std::size_t, const RingOptions&, RingStats&, LocalStaging*);
 

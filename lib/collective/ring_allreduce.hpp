@@ -82,16 +82,18 @@ void ring_allreduce(RingLink& link, const Lane& lane, const typename Lane::Acc* 
                     std::shared_ptr<const void> local_owner = {}, LocalStaging* staging = nullptr,
                     std::size_t sent_ahead = 0);
 
-// The first messages of this node's float32 schedule that need nothing
-// from the other nodes, sent at once, as far as staging has the values (it
-// does not wait): on the direct schedule its values to each chunk's owner,
+// The first messages of this node's schedule that need nothing from the
+// other nodes, sent at once, as far as staging has the values (it does
+// not wait): on the direct schedule its values to each chunk's owner,
 // round the ring the first chunks of its own segment (hop 1, up to the
 // ring's window). An op sends them right behind its summary, so that
 // they travel with it instead of one hop after it; they write nothing
 // anywhere, so an op that fails meanwhile (summaries that disagree, a ring
 // that changes) loses only their bytes. Returns how many went: pass it to
-// ring_allreduce with the same arguments.
-std::size_t ring_allreduce_send_ahead(RingLink& link, const float* local, std::size_t elements,
+// ring_allreduce with the same arguments. For FloatLane and HalfLane.
+template <class Lane>
+std::size_t ring_allreduce_send_ahead(RingLink& link, const Lane& lane,
+                                      const typename Lane::Acc* local, std::size_t elements,
                                       const RingOptions& options, RingStats& stats,
                                       std::shared_ptr<const void> local_owner = {},
                                       LocalStaging* staging = nullptr);

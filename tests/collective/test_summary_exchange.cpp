@@ -9,7 +9,9 @@
 #include <mutex>
 #include <optional>
 
+#include "collective/geometry.hpp"
 #include "ring_run.hpp"
+#include "support/time_scale.hpp"
 
 using namespace zring;
 using namespace zring::collective;
@@ -149,6 +151,59 @@ BOOST_AUTO_TEST_CASE(the_next_phase_from_the_predecessor_waits_for_the_last_summ
         unfuse(run.outputs[1], inputs[0]),
         testing::expected_average(CompressionMethod::none(), inputs, &no_residuals));
     BOOST_TEST(cmp.ok(), cmp.bad << " bad; first: " << cmp.first_bad);
+  }
+}
+
+// Round the ring, a node's first chunks of its own segment (hop 1) go right
+// behind its summary, before it knows the others': for fp16 and bf16 too,
+// and for float32 sums of two local ranks. With node 3's summary lost,
+// nodes 0-2 never learn every summary, yet each has sent hop 1 of every
+// chunk of its own segment (once) and no other message of the reduce, and
+// times out waiting for node 3.
+BOOST_AUTO_TEST_CASE(own_chunks_go_right_behind_the_summary_for_every_dense_method) {
+  const std::size_t nodes = 4, elements = 20000, chunk_bytes = 4096;
+  struct Case {
+    const char* method;
+    std::size_t local_ranks;
+    std::size_t bytes_per_value;
+  };
+  for (const Case& c : {Case{"fp16", 1, 2}, Case{"bf16", 1, 2}, Case{"none", 2, 4}}) {
+    BOOST_TEST_CONTEXT(c.method << ", " << c.local_ranks << " local ranks") {
+      InprocRing ring(nodes);
+      std::mutex mutex;
+      std::vector<SentMessage> sent;
+      ring.set_filter([&](std::size_t from, const Message& m) {
+        {
+          std::lock_guard lock(mutex);
+          sent.push_back({from, m.tag});
+        }
+        return from == 3 && m.tag.phase == Phase::manifest ? std::vector<Message>{}
+                                                           : std::vector<Message>{m};
+      });
+      std::vector<std::vector<codec::ErrorFeedback>> residuals(
+          nodes, std::vector<codec::ErrorFeedback>(c.local_ranks));
+      RingRun run;
+      // direct_bytes 0: float32 sums go round the ring too.
+      run_op(ring, c.local_ranks, CompressionMethod::parse(c.method),
+             make_inputs(nodes * c.local_ranks, 0, {elements}), 0, residuals, run, chunk_bytes,
+             nullptr, zring::testing::scaled(std::chrono::milliseconds(500)), 0, 0);
+      const ChunkGeometry geometry(elements, nodes, chunk_bytes / c.bytes_per_value);
+      for (const std::size_t n : {0u, 1u, 2u}) {
+        std::size_t own_hop1 = 0, other = 0;
+        for (const SentMessage& s : sent) {
+          if (s.from != n || s.tag.phase == Phase::manifest || s.tag.phase == Phase::blobs)
+            continue;
+          const bool own = s.tag.phase == Phase::reduce && s.tag.hop == 1 && s.tag.segment == n;
+          (own ? own_hop1 : other) += 1;
+        }
+        BOOST_TEST_INFO("node " << n);
+        BOOST_TEST(own_hop1 == geometry.chunks(n));
+        BOOST_TEST(other == 0u);
+        BOOST_TEST(run.codes[n] == ErrorCode::timeout);
+        BOOST_TEST(run.errors[n].find("timed out waiting for node 3") != std::string::npos,
+                   run.errors[n]);
+      }
+    }
   }
 }
 
