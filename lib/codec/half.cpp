@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -127,8 +128,13 @@ ZRING_VECTOR_CLONES void bf16s_to_floats_portable(const std::uint16_t* h, std::s
 }
 
 #ifdef ZRING_AVX2_DISPATCH
+// F16C is CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does
+// not know it); AVX2 says that the OS keeps the ymm registers.
 bool have_f16c() noexcept {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return have_avx2() && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  }();
   return yes;
 }
 
