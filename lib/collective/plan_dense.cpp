@@ -24,13 +24,13 @@ class DensePlan final : public MethodPlan {
                 in.link.nodes()) {}
 
   // A small op's contribution rides behind the summary (gather_allreduce.hpp).
-  // A larger one's is made here too (on the helper, for a large op), unless
-  // it is rank 0's values as they arrive, so that its first messages can go
-  // with the summary (send_ahead).
+  // A larger one's is made here too (on the helper, for a large op), so that
+  // its first messages can go with the summary (send_ahead); one float32
+  // rank's is its own buffer, read as its values arrive (streams_input).
   void prepare(NodeSummary& summary) override {
     const std::size_t n = in_.elements();
     if (!gather_.on()) {
-      if (!streams_input()) local_ = local_sum(n);
+      local_ = local_sum(n);
       return;
     }
     // A copy: the result may be written over the input while ZeroMQ still
@@ -46,10 +46,7 @@ class DensePlan final : public MethodPlan {
   void send_ahead() override {
     if (gather_.on()) return;
     const std::size_t n = in_.elements();
-    if (streams_input()) {
-      sent_ahead_ = ring_allreduce_send_ahead(in_.link, FloatLane{}, in_.x[0], n, in_.op.ring,
-                                              in_.stats, in_.input.rank0_owner, in_.input.staging);
-    } else if (floats_) {
+    if (floats_) {
       sent_ahead_ = ring_allreduce_send_ahead(in_.link, FloatLane{}, local_, n, in_.op.ring,
                                               in_.stats, local_owner(), in_.input.staging);
     } else {
@@ -80,12 +77,6 @@ class DensePlan final : public MethodPlan {
       if (in_.input.staging) in_.input.staging->publish_prefix(n);
       return;
     }
-    if (streams_input()) {
-      // Rank 0's values, sent from its buffer, each range once it is there.
-      ring_allreduce(in_.link, FloatLane{}, in_.x[0], result, n, in_.op.ring, in_.stats, world,
-                     in_.input.rank0_owner, in_.input.staging, sent_ahead_);
-      return;
-    }
     if (floats_) {
       ring_allreduce(in_.link, FloatLane{}, local_, result, n, in_.op.ring, in_.stats, world,
                      local_owner(), in_.input.staging, sent_ahead_);
@@ -96,7 +87,8 @@ class DensePlan final : public MethodPlan {
   }
 
  private:
-  // Values straight from rank 0's buffer can be sent from there.
+  // Values straight from rank 0's buffer are sent from there (streamed: each
+  // range once it is there).
   std::shared_ptr<const void> local_owner() const {
     const bool own = !in_.input.ranks.empty() && local_ == in_.input.ranks[0];
     return own ? in_.input.rank0_owner : nullptr;
@@ -138,7 +130,7 @@ class DensePlan final : public MethodPlan {
   codec::SixteenBitFormat words_;  // fp16 / bf16: the 16-bit words
   GatheredValues gather_;          // a small op: one round (gather_allreduce.hpp)
   std::size_t sent_ahead_ = 0;     // messages send_ahead sent
-  const float* local_ = nullptr;   // the node's contribution (prepare), unless streamed
+  const float* local_ = nullptr;   // the node's contribution (prepare)
 };
 
 }  // namespace
