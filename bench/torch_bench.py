@@ -54,6 +54,15 @@ VARIANTS = {
     "local": "a hook that averages nothing: the step without communication",
 }
 
+# Every rank's allocator (--malloc). glibc hands blocks from 128 KiB up
+# (growing with the largest freed, up to 32 MiB) back to the kernel when
+# freed; an embedding's 67 MB dense gradient is so a fresh mapping every
+# step, and its page faults cost this VM about 200 ms of a rank's backward.
+MALLOC_ENV = {
+    "keep": {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 31)},
+    "system": {},
+}
+
 
 def parse_count(text):
     """'16Mi', '16M' (both 2^24), '1000' -> int."""
@@ -101,6 +110,11 @@ def parse_args(argv):
                    help="ddp: the 16.8 M-parameter MLP (compute-heavy here: Debian's torch uses "
                         "the reference BLAS) or a 16.8 M-parameter embedding-bag classifier whose "
                         "step is almost all communication (zbench/torch_task.py)")
+    p.add_argument("--malloc", choices=("keep", "system"), default="keep",
+                   help="keep (default): every rank's glibc malloc keeps freed memory "
+                        "(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), so a step's fresh "
+                        "gradient tensors reuse pages instead of faulting new ones in, as "
+                        "jemalloc or tcmalloc would; system: glibc's defaults")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--separation", type=float, default=1.0,
                    help="ddp: RMS coordinate of the cluster centres (default 1)")
@@ -181,6 +195,7 @@ class TorchBench:
              "network": net.describe(), "ranks": f"{a.ranks} (1 per node)",
              "torch": subprocess.run([PYTHON, "-c", "import torch; print(torch.__version__)"],
                                      capture_output=True, text=True).stdout.strip(),
+             "ranks' malloc": a.malloc,
              "load at start (1 min)": load()}
         self.meta["describe"] = d
 
@@ -222,6 +237,7 @@ class TorchBench:
                    endpoints=[ring.ipc(n) for n in range(self.a.ranks)] if ring else [])
         env = {"PYTHONPATH": self.pythonpath + os.pathsep + HERE,
                "GLOO_SOCKET_IFNAME": "eth0" if self.a.netns else "lo"}
+        env.update(MALLOC_ENV[self.a.malloc])
         group = procs.Group()
         try:
             for r in range(self.a.ranks):
