@@ -52,16 +52,9 @@ transport::ZmqRingOptions ring_options(const RingConfig& config) {
 }  // namespace
 
 struct RingWorker::Ring {
-  Ring(zmq::context_t& context, const RingConfig& config, const std::string& wake_endpoint)
-      : ring(context, ring_options(config)),
-        wake_in(context, zmq::socket_type::pair),
-        residuals(config.local_ranks) {
-    wake_in.set(zmq::sockopt::linger, 0);
-    wake_in.set(zmq::sockopt::maxmsgsize, std::int64_t{64});
-    wake_in.bind(wake_endpoint);
-  }
+  Ring(zmq::context_t& context, const RingConfig& config)
+      : ring(context, ring_options(config)), residuals(config.local_ranks) {}
   transport::ZmqRing ring;
-  zmq::socket_t wake_in;
   std::vector<codec::ErrorFeedback> residuals;     // per local rank
   collective::Workspace workspace;                 // buffers reused from op to op
   std::optional<Clock::time_point> waiting_since;  // the front job waits for the ring
@@ -76,9 +69,7 @@ RingWorker::RingWorker(zmq::context_t& context, const RingConfig& config,
       on_done_(std::move(on_done)),
       on_state_(std::move(on_state)),
       on_died_(std::move(on_died)),
-      wake_out_(context, zmq::socket_type::pair),
-      wake_endpoint_("inproc://zringd-wake-" +
-                     std::to_string(reinterpret_cast<std::uintptr_t>(this))) {}
+      jobs_wake_() {}
 
 RingWorker::~RingWorker() { stop(); }
 
@@ -88,11 +79,8 @@ void RingWorker::start() {
   // instead of faulting in fresh ones (the cost is a resident size at its peak).
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
   ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  ring_ = std::make_unique<Ring>(context_, config_, wake_endpoint_);
+  ring_ = std::make_unique<Ring>(context_, config_);
   ring_->ring.set_interrupt(&stopping_);
-  wake_out_.set(zmq::sockopt::linger, 0);
-  wake_out_.set(zmq::sockopt::maxmsgsize, std::int64_t{64});
-  wake_out_.connect(wake_endpoint_);
   // Signals go to the daemon's main thread, whose io_context handles them:
   // the ring thread (and the compression helper it starts) never sees one,
   // so no wait of theirs ends early. Faults (SIGSEGV, ...) stay unblocked.
@@ -107,14 +95,10 @@ void RingWorker::start() {
 void RingWorker::stop() noexcept {
   stopping_ = true;
   if (thread_.joinable()) {
-    try {
-      wake_out_.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
-    } catch (...) {
-    }
+    jobs_wake_.signal();
     thread_.join();
   }
   ring_.reset();
-  wake_out_.close();
 }
 
 void RingWorker::submit(OpJob job) {
@@ -127,7 +111,7 @@ void RingWorker::submit(OpJob job) {
       return;
     }
   }
-  (void)wake_out_.send(zmq::str_buffer("job"), zmq::send_flags::dontwait);
+  jobs_wake_.signal();
 }
 
 void RingWorker::run() noexcept {
@@ -206,10 +190,7 @@ void RingWorker::loop() {
     } else {
       auto until = Clock::now() + std::chrono::seconds(1);
       if (r.waiting_since) until = std::min(until, *r.waiting_since + config_.timeout);
-      r.ring.service(until, &r.wake_in);
-      zmq::message_t ignored;
-      while (r.wake_in.recv(ignored, zmq::recv_flags::dontwait)) {
-      }
+      r.ring.service(until, &jobs_wake_);
     }
   }
 }

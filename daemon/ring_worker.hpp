@@ -29,6 +29,7 @@
 #include "status.hpp"
 #include "transport/membership.hpp"
 #include "transport/shared_region.hpp"
+#include "transport/wakeup.hpp"
 #include "transport/zmq_ring.hpp"
 
 namespace zring::daemon {
@@ -129,8 +130,9 @@ class RingWorker {
   std::function<void(OpDone)> on_done_;
   std::function<void(RingState)> on_state_;
   std::function<void(Status)> on_died_;
-  zmq::socket_t wake_out_;  // submit() side of the wake-up pair
-  std::string wake_endpoint_;
+  // submit() and stop() signal it; the ring thread's poll watches it
+  // between ops (an eventfd: no ZeroMQ socket to look at in every poll).
+  transport::Wakeup jobs_wake_;
   std::mutex mutex_;
   std::deque<OpJob> jobs_;
   std::optional<Status> died_;  // why the ring thread stopped by itself

@@ -71,7 +71,7 @@ void ZmqRing::put_back(std::vector<collective::Message> messages) {
                    std::make_move_iterator(messages.end()));
 }
 
-void ZmqRing::service(Deadline until, zmq::socket_t* wake) {
+void ZmqRing::service(Deadline until, Wakeup* wake) {
   bool woken = false;
   const bool was_up = up();
   while (!woken && !interrupted() && up() == was_up && Clock::now() < until) {
@@ -80,8 +80,7 @@ void ZmqRing::service(Deadline until, zmq::socket_t* wake) {
   }
 }
 
-std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socket_t* wake,
-                                                      bool* woken) {
+std::optional<collective::Message> ZmqRing::poll_once(Deadline until, Wakeup* wake, bool* woken) {
   const auto now = Clock::now();
   check_stall(now);
   // Sleep until the earliest timer that can fire in this state.
@@ -108,7 +107,7 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
   const std::size_t zap_at = items.size();
   if (zap_) items.push_back({zap_.handle(), 0, ZMQ_POLLIN, 0});
   const std::size_t wake_at = items.size();
-  if (wake) items.push_back({wake->handle(), 0, ZMQ_POLLIN, 0});
+  if (wake) items.push_back({nullptr, wake->fd(), ZMQ_POLLIN, 0});
   const std::size_t wakeup_at = items.size();
   items.push_back({nullptr, wakeup_.fd(), ZMQ_POLLIN, 0});
   const std::size_t peers_at = items.size();
@@ -142,7 +141,7 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, zmq::socke
     }
   }
   if (zap_ && (items[zap_at].revents & ZMQ_POLLIN)) answer_zap();
-  if (wake && (items[wake_at].revents & ZMQ_POLLIN)) *woken = true;
+  if (wake && (items[wake_at].revents & ZMQ_POLLIN) && wake->clear()) *woken = true;
   if ((items[wakeup_at].revents & ZMQ_POLLIN) && wakeup_.clear()) woken_ = true;
   // Drain what is queued, but hand over the first data message at once;
   // the ZeroMQ socket and the TCP connections take turns, so that a flood on

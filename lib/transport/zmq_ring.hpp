@@ -98,9 +98,9 @@ class ZmqRing final : public collective::RingLink {
   [[nodiscard]] const Membership& membership() const noexcept { return membership_; }
   // Why the ring is not up, as a sentence (empty when up).
   [[nodiscard]] std::string down_reason() const;
-  // Runs the protocol until `until`, until `wake` (if given) is readable, or
-  // until the ring goes up or down.
-  void service(collective::Deadline until, zmq::socket_t* wake);
+  // Runs the protocol until `until`, until `wake` (if given) is signalled
+  // (it is cleared then), or until the ring goes up or down.
+  void service(collective::Deadline until, Wakeup* wake);
   // Runs the protocol's timers once between two ops, so that the coordinator
   // can take a node in even when ops follow each other without a pause.
   void between_ops() {
@@ -216,7 +216,7 @@ class ZmqRing final : public collective::RingLink {
 
   // Polls once: receives what is there, flushes what is queued, runs timers.
   // Returns a data message of the current op when one arrived.
-  std::optional<collective::Message> poll_once(collective::Deadline until, zmq::socket_t* wake,
+  std::optional<collective::Message> poll_once(collective::Deadline until, Wakeup* wake,
                                                bool* woken);
   std::optional<collective::Message> receive_one(bool* read);
   std::optional<collective::Message> dispatch(wire::RingHeader header,
