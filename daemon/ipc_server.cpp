@@ -253,7 +253,9 @@ void IpcServer::on_op_done(OpDone done) {
   log_debug("op " + std::to_string(done.op) + " done: " + op_name(requests.front().manifest) +
             ", " + std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
             std::to_string(done.output->stats.bytes_sent) + " bytes on the ring");
-  for (const Request& r : requests) reply_result(r, done, dense);
+  // The ring thread answered them already when they all wait on boards.
+  if (!done.answered_on_board)
+    for (const Request& r : requests) reply_result(r, done, dense);
   record(requests, done);
 }
 
@@ -282,21 +284,14 @@ void IpcServer::record(const std::vector<Request>& requests, const OpDone& done)
     r.summarized = done.output->phases.summarized;
     r.data_done = done.output->phases.finished;
   }
-  r.answered = Clock::now();
+  r.answered = done.answered_on_board.value_or(Clock::now());
   timeline_.add(std::move(r));
 }
 
 void IpcServer::reply_result(const Request& r, const OpDone& done, std::uint64_t dense) {
-  wire::Result result;
-  result.in_shared_buffer = r.region != nullptr;
-  result.request = r.id;
+  const wire::Result result =
+      result_of(done, r.id, r.local_rank, config_.local_ranks, dense, r.region != nullptr);
   const collective::OpOutput& out = *done.output;
-  result.op = done.op;
-  result.wire_bytes = out.stats.bytes_sent;
-  result.dense_bytes = dense;
-  // The ranks of the ring that ran the op, numbered node by node in it.
-  result.world_size = static_cast<std::uint32_t>(done.ring_nodes * config_.local_ranks);
-  result.rank = static_cast<std::uint32_t>(done.ring_position * config_.local_ranks + r.local_rank);
   if (!r.region) {
     send(r.client, result, share(out.values, out.elements));
     return;

@@ -1,5 +1,7 @@
 #include "local_ranks.hpp"
 
+#include <algorithm>
+
 namespace zring::daemon {
 
 LocalRanks::LocalRanks(const RingConfig& config)
@@ -122,6 +124,10 @@ LocalRanks::Made LocalRanks::assemble() {
         input.output = reinterpret_cast<float*>(requests[0].region->data());
         input.output_owner = requests[0].region;
       }
+      const bool all_on_boards = std::all_of(requests.begin(), requests.end(),
+                                             [](const Request& r) { return r.region != nullptr; });
+      if (all_on_boards)
+        for (const Request& r : requests) job.board_answers.push_back({r.region, r.id});
     }
     running_.emplace(job.id, std::move(requests));
     made.jobs.push_back(std::move(job));

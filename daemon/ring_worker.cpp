@@ -313,6 +313,7 @@ void RingWorker::execute(OpJob& job) {
               us(p.summarized - p.began) + ", data " + us(p.finished - p.summarized) + ") for " +
               std::to_string(out.stats.bytes_sent) + " bytes sent");
     done.output = std::move(out);
+    answer_on_boards(job, done);
   } catch (const collective::AgreedFailure& e) {
     r.ring.end_op(Status{e.code(), e.what(), true});
     done.failure = Status{e.code(), e.what()};
@@ -335,6 +336,37 @@ void RingWorker::execute(OpJob& job) {
     done.failure = Status{ErrorCode::internal, text};
   }
   on_done_(std::move(done));
+}
+
+// The answers of a successful op whose ranks all wait on their buffers'
+// boards, as the io thread would write them (IpcServer::reply_result).
+void RingWorker::answer_on_boards(const OpJob& job, OpDone& done) const {
+  if (job.board_answers.empty()) return;
+  const collective::OpOutput& out = *done.output;
+  const std::uint64_t dense = job.input.manifest.elements() * sizeof(float);
+  const auto* values = reinterpret_cast<const std::uint8_t*>(out.values.get());
+  for (std::size_t l = 0; l < job.board_answers.size(); ++l) {
+    const OpJob::BoardAnswer& a = job.board_answers[l];
+    if (out.elements != 0 && values != a.region->data())
+      std::memcpy(a.region->data(), values, out.elements * sizeof(float));
+    transport::board_of(*a.region).answer(
+        result_of(done, a.request, l, config_.local_ranks, dense, true));
+  }
+  done.answered_on_board = Clock::now();
+}
+
+wire::Result result_of(const OpDone& done, std::uint64_t request, std::size_t local_rank,
+                       std::size_t local_ranks, std::uint64_t dense_bytes, bool in_shared_buffer) {
+  wire::Result result;
+  result.in_shared_buffer = in_shared_buffer;
+  result.request = request;
+  result.op = done.op;
+  result.wire_bytes = done.output->stats.bytes_sent;
+  result.dense_bytes = dense_bytes;
+  // The ranks of the ring that ran the op, numbered node by node in it.
+  result.world_size = static_cast<std::uint32_t>(done.ring_nodes * local_ranks);
+  result.rank = static_cast<std::uint32_t>(done.ring_position * local_ranks + local_rank);
+  return result;
 }
 
 }  // namespace zring::daemon

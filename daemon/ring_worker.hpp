@@ -31,6 +31,7 @@
 #include "transport/shared_region.hpp"
 #include "transport/wakeup.hpp"
 #include "transport/zmq_ring.hpp"
+#include "wire/wire.hpp"
 
 namespace zring::daemon {
 
@@ -54,6 +55,15 @@ struct OpJob {
   // no rank staged. staged_who names the ranks in errors.
   std::vector<std::shared_ptr<transport::SharedRegion>> staged;
   std::vector<std::string> staged_who;
+  // When every local rank's request is answered on its shared buffer's
+  // board: per local rank, that buffer and the request to answer. The ring
+  // thread then answers them itself the moment the op succeeds, without the
+  // hop through the io thread (which keeps the rest of the bookkeeping).
+  struct BoardAnswer {
+    std::shared_ptr<transport::SharedRegion> region;
+    std::uint64_t request = 0;
+  };
+  std::vector<BoardAnswer> board_answers;
   std::optional<std::size_t> reset_rank;         // a reset job, not an op
   unsigned runs = 0;                             // how often the ring began it (a ring change can
                                                  // make it run again)
@@ -72,7 +82,14 @@ struct OpDone {
   // when the op failed before run_allreduce; when run_allreduce threw, only
   // output->phases.began is set.
   std::optional<collective::OpOutput> output;
+  // When the ring thread answered the job's board_answers (the op succeeded).
+  std::optional<std::chrono::steady_clock::time_point> answered_on_board;
 };
+
+// The answer to one local rank's request of a successful op (done.output
+// set): on its buffer's board, or as a message with the averages.
+wire::Result result_of(const OpDone& done, std::uint64_t request, std::size_t local_rank,
+                       std::size_t local_ranks, std::uint64_t dense_bytes, bool in_shared_buffer);
 
 // The ring's health as the ring thread sees it, reported to the io thread.
 struct RingState {
@@ -121,6 +138,7 @@ class RingWorker {
   std::optional<OpJob> take_ready_job();
   void report_state();
   void execute(OpJob& job);
+  void answer_on_boards(const OpJob& job, OpDone& done) const;
   void answer_queued(const Status& failure);  // with mutex_ held
   // Takes mutex_ itself.
   void fail_queued_before(std::chrono::steady_clock::time_point noticed, const std::string& why);

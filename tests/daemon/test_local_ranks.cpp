@@ -2,9 +2,13 @@
 // of one submission per rank in order, a new process taking a rank refuses
 // the old one's requests, only a rank's holder speaks for it, a late rank
 // fails the op everywhere and owes that failure, a stale request fails its
-// op on this node alone, and clear() refuses everything pending.
+// op on this node alone, clear() refuses everything pending, and an op
+// whose ranks all answer on shared buffers tells the ring thread where.
+#include <stdlib.h>
+
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <filesystem>
 
 #include "local_ranks.hpp"
 
@@ -220,6 +224,35 @@ BOOST_FIXTURE_TEST_CASE(clear_refuses_every_waiting_and_running_request, Held) {
     BOOST_TEST(r.text == "zringd is shutting down");
   }
   BOOST_TEST(ranks.pending().empty());
+}
+
+BOOST_FIXTURE_TEST_CASE(an_op_whose_ranks_all_use_shared_buffers_names_each_board_to_answer, Held) {
+  char tmpl[] = "/tmp/zring-local-ranks-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{dir};
+  const auto a = transport::SharedRegion::create(dir + "/a", 16);
+  const auto b = transport::SharedRegion::create(dir + "/b", 16);
+  Request first = submission("A", 0, 7, t), second = submission("B", 1, 9, t);
+  first.region = a;
+  second.region = b;
+  (void)ranks.submit(first);
+  (void)ranks.submit(second);
+  std::vector<OpJob> jobs = ranks.assemble().jobs;
+  BOOST_REQUIRE_EQUAL(jobs.size(), 1u);
+  BOOST_REQUIRE_EQUAL(jobs[0].board_answers.size(), 2u);  // per local rank
+  BOOST_TEST((jobs[0].board_answers[0].region == a));
+  BOOST_TEST(jobs[0].board_answers[0].request == 7u);
+  BOOST_TEST((jobs[0].board_answers[1].region == b));
+  BOOST_TEST(jobs[0].board_answers[1].request == 9u);
+  // One rank's answer goes as a message: the io thread answers them all.
+  (void)ranks.submit(first);
+  (void)ranks.submit(submission("B", 1, 10, t));
+  jobs = ranks.assemble().jobs;
+  BOOST_REQUIRE_EQUAL(jobs.size(), 1u);
+  BOOST_TEST(jobs[0].board_answers.empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,7 +1,10 @@
 // test_ring_worker.cpp - zringd's ring thread: it sees no signals, and if it
 // ever stops by itself every op it holds, and every op submitted after, is
 // answered with why (so no client waits on keepalives for an op that will
-// never run), and the daemon is told.
+// never run), and the daemon is told; and it answers an op's ranks on their
+// shared buffers' boards itself when they all wait there.
+#include <stdlib.h>
+
 #include <boost/test/unit_test.hpp>
 #include <condition_variable>
 #include <csignal>
@@ -16,6 +19,7 @@
 
 #include "proc/process.hpp"
 #include "ring_worker.hpp"
+#include "transport/staging_board.hpp"
 
 using namespace zring;
 using daemon::OpDone;
@@ -159,3 +163,64 @@ BOOST_AUTO_TEST_CASE(a_stopped_worker_answers_what_it_held_as_shutdown_not_as_a_
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A job whose every rank waits on its shared buffer's board is answered there
+// by the ring thread itself, before the daemon hears the op is done; a job
+// without board answers is left to the daemon's io thread.
+BOOST_AUTO_TEST_CASE(the_ring_thread_answers_on_the_boards_before_it_reports_the_op) {
+  zmq::context_t context(1);
+  const RingConfig config = ring_of(1);
+  char tmpl[] = "/tmp/zring-worker-board-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{dir};
+  constexpr std::size_t kElements = 4;
+  const auto region = transport::SharedRegion::create(dir + "/buffer", kElements * sizeof(float));
+  const transport::StagingBoard& board = transport::board_of(*region);
+  auto* values = reinterpret_cast<float*>(region->data());
+  for (std::size_t i = 0; i < kElements; ++i) values[i] = 1.5f * static_cast<float>(i);
+  Reports reports;
+  std::vector<std::optional<wire::Result>> on_board_when_done;  // under reports.mutex
+  const auto on_done = [&](OpDone done) {
+    std::lock_guard lock(reports.mutex);
+    on_board_when_done.push_back(board.answer_to(done.id == 1 ? 501 : 502));
+    reports.done.push_back(std::move(done));
+    reports.changed.notify_all();
+  };
+  RingWorker worker(
+      context, config, on_done, [](daemon::RingState) {}, [](Status) {});
+  worker.start();
+  const auto job = [&](std::uint64_t id, bool on_board) {
+    OpJob j = op(id);
+    j.input.manifest.tensors = {collective::TensorSpec{"w", {kElements}, kElements}};
+    j.input.method = CompressionMethod::parse("none");
+    j.values.push_back(collective::Bytes(region->data(), kElements * sizeof(float), region));
+    j.input.output = values;
+    j.input.output_owner = region;
+    if (on_board) j.board_answers.push_back({region, 501});
+    return j;
+  };
+  worker.submit(job(1, true));
+  worker.submit(job(2, false));
+  BOOST_TEST_REQUIRE(reports.wait_for([&] { return reports.done.size() == 2u; }),
+                     "the worker did not answer both jobs");
+  worker.stop();
+  const OpDone& first = reports.done[0];
+  BOOST_TEST_REQUIRE(!first.failure, first.failure->text);
+  BOOST_TEST(first.answered_on_board.has_value());
+  BOOST_TEST_REQUIRE(on_board_when_done[0].has_value(), "no answer on the board before on_done");
+  const wire::Result& answer = *on_board_when_done[0];
+  BOOST_TEST(answer.in_shared_buffer);
+  BOOST_TEST(answer.op == first.op);
+  BOOST_TEST(answer.world_size == 1u);
+  BOOST_TEST(answer.rank == 0u);
+  BOOST_TEST(answer.dense_bytes == kElements * sizeof(float));
+  for (std::size_t i = 0; i < kElements; ++i)
+    BOOST_TEST(values[i] == 1.5f * static_cast<float>(i));  // one rank: its own values
+  const OpDone& second = reports.done[1];
+  BOOST_TEST_REQUIRE(!second.failure, second.failure->text);
+  BOOST_TEST(!second.answered_on_board.has_value());
+  BOOST_TEST(!on_board_when_done[1].has_value());  // request 502 is the io thread's to answer
+}
