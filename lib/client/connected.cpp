@@ -26,7 +26,8 @@
 namespace zring::client {
 namespace {
 
-// Values of at least this size travel through the shared buffer.
+// Values of at least this size are staged through the shared buffer (copied
+// in while the ring runs); smaller ones are copied into it whole first.
 constexpr std::size_t kSharedBytes = 256 * 1024;
 
 // Result values of an op through the shared buffer: faulted in on huge
@@ -305,8 +306,9 @@ class Connected final : public CompressedAllReduce::Impl {
     return shapes;
   }
 
-  // One op over ios (ordered by offset): a small one in the request's
-  // values frame, a large one staged through the shared buffer. Before any
+  // One op over ios (ordered by offset): a small one copied whole into the
+  // shared buffer (or, without one, in the request's values frame), a large
+  // one staged through it. Before any
   // average comes out, after_submit runs once: the copy form makes its
   // results' memory there (while the ring works, for a staged op).
   template <class AfterSubmit>
@@ -320,6 +322,31 @@ class Connected final : public CompressedAllReduce::Impl {
     const std::size_t bytes = request.manifest.elements() * sizeof(float);
     Attempts attempts(*this);
     for (;;) {
+      if (transport::SharedRegion* region = small_buffer(bytes)) {
+        // Through the shared buffer: the answer is a wake on its board,
+        // which zringd's ring thread writes itself, where a values frame
+        // would come back through zringd's io thread and both sockets.
+        auto* values = reinterpret_cast<float*>(region->data());
+        for (const TensorIo& io : ios)
+          if (io.numel != 0) std::memcpy(values + io.offset, io.in, io.numel * sizeof(float));
+        wire::Submit shared = request;
+        shared.values = wire::ValuesIn::shared_buffer;
+        DaemonChannel::Reply<wire::Result> reply;
+        try {
+          reply = channel_.call<wire::Result>(shared, std::nullopt, &transport::board_of(*region));
+        } catch (const Error& e) {
+          if (!attempts.again(e)) throw;
+          continue;
+        }
+        if (!reply.message.in_shared_buffer)
+          throw Error(ErrorCode::malformed_message,
+                      "all_reduce: zringd answered a shared-buffer op without its shared result");
+        count(reply.message);
+        after_submit();
+        for (const TensorIo& io : ios)
+          if (io.numel != 0) std::memcpy(io.out, values + io.offset, io.numel * sizeof(float));
+        return;
+      }
       zmq::message_t data(bytes);
       for (const TensorIo& io : ios)
         if (io.numel != 0)
@@ -342,6 +369,25 @@ class Connected final : public CompressedAllReduce::Impl {
           std::memcpy(io.out, reply.data.data<float>() + io.offset, io.numel * sizeof(float));
       return;
     }
+  }
+
+  // The shared buffer for a small op of `bytes`: the attached one when no
+  // SharedTensors stand in it and it is large enough, else a new one of
+  // kSharedBytes (the first small op's: every later one fits). Null for an
+  // empty op, or when no buffer can be made (memory or files short on
+  // either side: the values go in a frame then); any other failure (zringd
+  // silent or gone) is the op's.
+  transport::SharedRegion* small_buffer(std::size_t bytes) {
+    if (bytes == 0 || buffer_.lent()) return nullptr;
+    if (!buffer_.region() || buffer_.region()->size() < bytes) {
+      try {
+        attach(kSharedBytes, true);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::resource_limit && e.code() != ErrorCode::system_error) throw;
+        return nullptr;
+      }
+    }
+    return buffer_.region().get();
   }
 
   void hello() {

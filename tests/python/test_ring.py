@@ -424,3 +424,33 @@ def test_an_op_zringd_takes_up_a_ring_timeout_late_fails_on_its_node_alone(local
     finally:
         ar0.close()
         ar1.close()
+
+
+def mapped_buffers(ring, node):
+    """How many of node's shared buffers this process maps (/proc/self/maps)."""
+    socket = os.path.join(ring.dir, f"{ring.name(node)}.sock")
+    stems = (socket + ".shm.", "/dev/shm/" + ("zring" + os.path.abspath(socket)).replace("/", "_") + ".shm.")
+    with open("/proc/self/maps") as maps:
+        paths = {line.split(None, 5)[5].strip() for line in maps if len(line.split(None, 5)) == 6}
+    return len([p for p in paths if p.startswith(stems)])
+
+
+def test_a_small_op_goes_through_a_shared_buffer(local_ring):
+    # A dict of 28 bytes is copied into a shared buffer (made at its first
+    # op) rather than sent in a frame: zringd's ring thread answers it with
+    # a wake on the buffer's board.
+    ring = local_ring(2)
+
+    def work(ar):
+        before = mapped_buffers(ring, ar.rank)
+        t = {"w": np.full(7, ar.rank + 1.0, dtype=np.float32)}
+        ar.all_reduce_in_place(t)
+        first = mapped_buffers(ring, ar.rank)
+        ar.all_reduce_in_place(t)  # the same buffer again
+        return before, first, mapped_buffers(ring, ar.rank), t["w"].copy()
+
+    results = on_every_rank(ring, "none", work)
+    for r in range(2):
+        before, first, second, w = results[r]
+        assert (before, first, second) == (0, 1, 1)
+        assert np.all(w == 1.5)
