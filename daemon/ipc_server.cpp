@@ -254,8 +254,7 @@ void IpcServer::on_op_done(OpDone done) {
             ", " + std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
             std::to_string(done.output->stats.bytes_sent) + " bytes on the ring");
   // The ring thread answered them already when they all wait on boards.
-  if (!done.answered_on_board)
-    for (const Request& r : requests) reply_result(r, done, dense);
+  if (!done.answered_on_board) reply_results(requests, done, dense);
   record(requests, done);
 }
 
@@ -288,21 +287,39 @@ void IpcServer::record(const std::vector<Request>& requests, const OpDone& done)
   timeline_.add(std::move(r));
 }
 
-void IpcServer::reply_result(const Request& r, const OpDone& done, std::uint64_t dense) {
-  const wire::Result result =
-      result_of(done, r.id, r.local_rank, config_.local_ranks, dense, r.region != nullptr);
+// The averages may be in local rank 0's shared buffer, which its client
+// fills with its next op's values as soon as it has its answer: every other
+// rank's copy (into its buffer, or into a message of its own) is made
+// before any board is answered.
+void IpcServer::reply_results(const std::vector<Request>& requests, const OpDone& done,
+                              std::uint64_t dense) {
   const collective::OpOutput& out = *done.output;
-  if (!r.region) {
-    send(r.client, result, share(out.values, out.elements));
-    return;
+  const auto* values = reinterpret_cast<const std::uint8_t*>(out.values.get());
+  const std::size_t bytes = out.elements * sizeof(float);
+  bool in_a_buffer = false;
+  for (const Request& r : requests) in_a_buffer |= r.region && r.region->data() == values;
+  for (const Request& r : requests) {
+    if (r.region) {
+      if (bytes != 0 && values != r.region->data()) std::memcpy(r.region->data(), values, bytes);
+      continue;
+    }
+    const wire::Result result =
+        result_of(done, r.id, r.local_rank, config_.local_ranks, dense, false);
+    if (!in_a_buffer) {
+      send(r.client, result, share(out.values, out.elements));
+      continue;
+    }
+    zmq::message_t copy(bytes);
+    if (bytes != 0) std::memcpy(copy.data(), values, bytes);
+    send(r.client, result, std::move(copy));
   }
   // The client reads the average where it wrote its gradients, and the
   // answer on the buffer's board: no message, so it need not wait for
   // ZeroMQ's I/O threads (two hops of thread wake-ups) to hear it.
-  const auto* values = reinterpret_cast<const std::uint8_t*>(out.values.get());
-  if (out.elements != 0 && values != r.region->data())
-    std::memcpy(r.region->data(), values, out.elements * sizeof(float));
-  transport::board_of(*r.region).answer(result);
+  for (const Request& r : requests)
+    if (r.region)
+      transport::board_of(*r.region).answer(
+          result_of(done, r.id, r.local_rank, config_.local_ranks, dense, true));
 }
 
 void IpcServer::on_ring_state(const RingState& state) {

@@ -71,7 +71,7 @@ class IpcServer {
   [[nodiscard]] std::optional<std::string> read_late(std::size_t local_rank,
                                                      const wire::ClientWait& wait,
                                                      const std::string& what) const;
-  void reply_result(const Request& r, const OpDone& done, std::uint64_t dense);
+  void reply_results(const std::vector<Request>& requests, const OpDone& done, std::uint64_t dense);
   void record(const std::vector<Request>& requests, const OpDone& done);
   void assemble();
   void take(LocalRanks::Made made);

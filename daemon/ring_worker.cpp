@@ -339,19 +339,20 @@ void RingWorker::execute(OpJob& job) {
 }
 
 // The answers of a successful op whose ranks all wait on their buffers'
-// boards, as the io thread would write them (IpcServer::reply_result).
+// boards, as the io thread would write them (IpcServer::reply_results):
+// every rank's copy first, for local rank 0's client refills its buffer
+// (where the averages are) as soon as it has its answer.
 void RingWorker::answer_on_boards(const OpJob& job, OpDone& done) const {
   if (job.board_answers.empty()) return;
   const collective::OpOutput& out = *done.output;
   const std::uint64_t dense = job.input.manifest.elements() * sizeof(float);
   const auto* values = reinterpret_cast<const std::uint8_t*>(out.values.get());
-  for (std::size_t l = 0; l < job.board_answers.size(); ++l) {
-    const OpJob::BoardAnswer& a = job.board_answers[l];
+  for (const OpJob::BoardAnswer& a : job.board_answers)
     if (out.elements != 0 && values != a.region->data())
       std::memcpy(a.region->data(), values, out.elements * sizeof(float));
-    transport::board_of(*a.region).answer(
-        result_of(done, a.request, l, config_.local_ranks, dense, true));
-  }
+  for (std::size_t l = 0; l < job.board_answers.size(); ++l)
+    transport::board_of(*job.board_answers[l].region)
+        .answer(result_of(done, job.board_answers[l].request, l, config_.local_ranks, dense, true));
   done.answered_on_board = Clock::now();
 }
 

@@ -5,6 +5,7 @@
 // shared buffers' boards itself when they all wait there.
 #include <stdlib.h>
 
+#include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <condition_variable>
 #include <csignal>
@@ -30,9 +31,11 @@ using zring::Status;
 namespace {
 
 // A ring of `nodes` on 127.0.0.1 as node "n0" sees it (the others never start).
-RingConfig ring_of(std::size_t nodes) {
+RingConfig ring_of(std::size_t nodes, std::size_t local_ranks = 1) {
   const std::vector<int> ports = proc::free_ports(nodes);
-  std::string yaml = "timeout_ms: 2000\nheartbeat_ms: 200\nnodes:\n";
+  std::string yaml =
+      "timeout_ms: 2000\nheartbeat_ms: 200\nlocal_ranks: " + std::to_string(local_ranks) +
+      "\nnodes:\n";
   for (std::size_t n = 0; n < nodes; ++n)
     yaml += "  - {name: n" + std::to_string(n) +
             ", address: tcp://127.0.0.1:" + std::to_string(ports[n]) +
@@ -223,4 +226,63 @@ BOOST_AUTO_TEST_CASE(the_ring_thread_answers_on_the_boards_before_it_reports_the
   BOOST_TEST_REQUIRE(!second.failure, second.failure->text);
   BOOST_TEST(!second.answered_on_board.has_value());
   BOOST_TEST(!on_board_when_done[1].has_value());  // request 502 is the io thread's to answer
+}
+
+// The averages are in local rank 0's buffer, which its client refills as
+// soon as it has its answer: every other rank's buffer holds them before any
+// board says the op is done (a thread watching rank 0's board finds rank
+// 1's averages in place the moment the answer appears).
+BOOST_AUTO_TEST_CASE(every_rank_has_the_averages_before_any_board_is_answered) {
+  zmq::context_t context(1);
+  const RingConfig config = ring_of(1, 2);
+  char tmpl[] = "/tmp/zring-worker-boards-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{dir};
+  constexpr std::size_t kElements = 1 << 16;
+  const auto first = transport::SharedRegion::create(dir + "/first", kElements * sizeof(float));
+  const auto second = transport::SharedRegion::create(dir + "/second", kElements * sizeof(float));
+  auto* mine = reinterpret_cast<float*>(first->data());
+  auto* theirs = reinterpret_cast<float*>(second->data());
+  for (std::size_t i = 0; i < kElements; ++i) {
+    mine[i] = 1.0f;
+    theirs[i] = 3.0f;  // the average of the two ranks: 2
+  }
+  Reports reports;
+  RingWorker worker(
+      context, config,
+      [&](OpDone done) {
+        std::lock_guard lock(reports.mutex);
+        reports.done.push_back(std::move(done));
+        reports.changed.notify_all();
+      },
+      [](daemon::RingState) {}, [](Status) {});
+  worker.start();
+  std::atomic<std::size_t> twos_seen{0};
+  std::thread watcher([&] {
+    const transport::StagingBoard& board = transport::board_of(*first);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!board.answer_to(7) && std::chrono::steady_clock::now() < give_up) {
+    }
+    std::size_t twos = 0;
+    for (std::size_t i = 0; i < kElements; ++i) twos += theirs[i] == 2.0f ? 1 : 0;
+    twos_seen = twos;
+  });
+  OpJob job = op(1);
+  job.input.manifest.tensors = {collective::TensorSpec{"w", {kElements}, kElements}};
+  job.input.method = CompressionMethod::parse("none");
+  job.values.push_back(collective::Bytes(first->data(), kElements * sizeof(float), first));
+  job.values.push_back(collective::Bytes(second->data(), kElements * sizeof(float), second));
+  job.input.output = mine;
+  job.input.output_owner = first;
+  job.board_answers = {{first, 7}, {second, 8}};
+  worker.submit(std::move(job));
+  BOOST_TEST_REQUIRE(reports.wait_for([&] { return !reports.done.empty(); }));
+  watcher.join();
+  worker.stop();
+  BOOST_TEST_REQUIRE(!reports.done[0].failure, reports.done[0].failure->text);
+  BOOST_TEST(twos_seen.load() == kElements);
+  BOOST_TEST(transport::board_of(*second).answer_to(8).has_value());
 }
