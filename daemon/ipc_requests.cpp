@@ -93,6 +93,11 @@ void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
     send_error(client, submit.request, e.code(), e.what());
     return;
   }
+  if (const std::optional<std::string> why = block_stats_refusal(submit, r.method)) {
+    send_error(client, submit.request, ErrorCode::malformed_message, *why);
+    return;
+  }
+  r.block_stats = submit.block_stats;
   const std::uint64_t bytes = submit.manifest.elements() * sizeof(float);
   r.staged = submit.values == wire::ValuesIn::staged;
   const bool shared = submit.values != wire::ValuesIn::frame;

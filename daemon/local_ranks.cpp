@@ -4,6 +4,17 @@
 
 namespace zring::daemon {
 
+std::optional<std::string> block_stats_refusal(const wire::Submit& submit,
+                                               const CompressionMethod& method) {
+  if (submit.block_stats.empty()) return std::nullopt;
+  const std::size_t expected = collective::client_block_stats(submit.manifest, method);
+  if (submit.block_stats.size() == expected) return std::nullopt;
+  return "a staged op of " + std::to_string(submit.manifest.elements()) + " elements in " +
+         std::to_string(submit.manifest.tensors.size()) + " tensors with method " +
+         submit.manifest.method + " came with " + std::to_string(submit.block_stats.size()) +
+         " block statistics, not " + std::to_string(expected);
+}
+
 LocalRanks::LocalRanks(const RingConfig& config)
     : config_(config),
       waiting_(config.local_ranks),
@@ -120,6 +131,7 @@ LocalRanks::Made LocalRanks::assemble() {
         job.staged[r.local_rank] = r.region;
         job.staged_who[r.local_rank] = rank_name(r.local_rank);
       }
+      if (requests.size() == 1) input.given_stats = std::move(requests[0].block_stats);
       if (requests[0].region) {
         input.output = reinterpret_cast<float*>(requests[0].region->data());
         input.output_owner = requests[0].region;

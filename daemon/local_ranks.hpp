@@ -40,7 +40,8 @@ struct Request {
   CompressionMethod method;
   collective::Bytes values;
   std::shared_ptr<transport::SharedRegion> region;  // answer there (submit_shared)
-  bool staged = false;  // submit_staged: the values arrive in region while the op runs
+  bool staged = false;             // submit_staged: the values arrive in region while the op runs
+  std::vector<float> block_stats;  // submit_staged: the client's (collective::OpInput::given_stats)
   IpcClock::time_point at;
   std::optional<std::string> given_up;  // why its client no longer waits: the op fails
   // Why its op fails on this node alone, without taking a place in the
@@ -49,6 +50,12 @@ struct Request {
   // it by now, as this one would have had it been running.
   std::optional<std::string> stale;
 };
+
+// Why a submission's block statistics (wire::Submit::block_stats) cannot be
+// taken: not as many as its manifest and method have blocks for
+// (collective::client_block_stats); nothing when they can, or there are none.
+std::optional<std::string> block_stats_refusal(const wire::Submit& submit,
+                                               const CompressionMethod& method);
 
 // An error answer to a client's request.
 struct Refusal {

@@ -19,6 +19,8 @@
 #include "client/shared_buffer.hpp"
 #include "client/staged_transfer.hpp"
 #include "client/tensor_views.hpp"
+#include "codec/codec.hpp"
+#include "collective/allreduce_op.hpp"
 #include "transport/shared_region.hpp"
 #include "transport/staging_board.hpp"
 #include "wire/wire.hpp"
@@ -224,6 +226,7 @@ class Connected final : public CompressedAllReduce::Impl {
                      AfterStaging&& after_staging, const OpSpec& op) {
     wire::Submit request = submit_for(shapes, op);
     request.values = wire::ValuesIn::staged;
+    request.block_stats = block_stats(ios, request.manifest);
     const std::size_t elements = request.manifest.elements();
     const std::size_t bytes = elements * sizeof(float);
     // Staged in the segments of the ring file's full ring, as zringd reads them.
@@ -260,6 +263,29 @@ class Connected final : public CompressedAllReduce::Impl {
       count(reply.message);
       return;
     }
+  }
+
+  // An affine method's statistics of every block of this rank's values
+  // (wire::Submit::block_stats), one read of them before they are staged:
+  // zringd's summary then goes out at once, instead of after the last value
+  // is copied in, and the staging overlaps the ring's data. Empty when the
+  // op does not take them, or several local ranks make the node's
+  // statistics together (zringd combines them).
+  std::vector<float> block_stats(const std::vector<TensorIo>& ios,
+                                 const wire::Manifest& manifest) const {
+    if (local_ranks_ != 1) return {};
+    const std::size_t count = collective::client_block_stats(manifest, method_);
+    if (count == 0) return {};
+    const auto codec = codec::make_codec(method_.base());
+    const auto& affine = dynamic_cast<const codec::AffineCodec&>(*codec);
+    const std::size_t per_block = affine.stats_per_block();
+    std::vector<float> stats(count);
+    float* at = stats.data();
+    for (const TensorIo& io : ios) {  // in manifest order, as zringd's blocks
+      for (std::size_t b = 0; b < io.numel; b += codec::kBlockElems, at += per_block)
+        affine.block_stats(io.in + b, std::min(codec::kBlockElems, io.numel - b), at);
+    }
+    return stats;
   }
 
   // Whether an op whose inputs are intact is submitted again after `e`: once

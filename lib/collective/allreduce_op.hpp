@@ -58,6 +58,10 @@ struct OpInput {
   // the op waits for them, range by range where the method can, and
   // publishes the final ranges of output as they are written.
   LocalStaging* staging = nullptr;
+  // The statistics of ranks[0]'s blocks, from its client (a staged op of
+  // one local rank with an affine method: client_block_stats of them), so
+  // that the summary need not wait for staging; empty: taken here.
+  std::vector<float> given_stats;
   std::optional<Status> failure;  // this node cannot take part (says why)
 };
 
@@ -98,5 +102,11 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
 
 // "ranks 2-3 (node b)" for the ranks of node `node`.
 std::string ranks_of(const RingLink& link, std::size_t node, std::size_t local_ranks);
+
+// How many block statistics a client hands over with a staged all-reduce of
+// this manifest (wire::Submit::block_stats): those of an affine method
+// (quantization, sign) without error feedback, stats_per_block for each
+// block of codec::kBlockElems of every tensor; 0 for any other op.
+std::size_t client_block_stats(const Manifest& manifest, const CompressionMethod& method);
 
 }  // namespace zring::collective

@@ -117,6 +117,13 @@ class AffinePlan final : public MethodPlan {
 
   void prepare(NodeSummary& summary) override {
     summary.stats.assign(blocks_.size() * spb_, 0.0f);
+    // The client's own (the daemon checked their count): the summary goes
+    // before the first value is staged.
+    if (streams_input() && in_.input.given_stats.size() == summary.stats.size() &&
+        !summary.stats.empty()) {
+      summary.stats = in_.input.given_stats;
+      return;
+    }
     if (streams_input() && in_.input.staging) {
       staged_stats(*in_.input.staging, summary.stats.data());
       return;
@@ -333,6 +340,17 @@ class AffinePlan final : public MethodPlan {
 
 std::unique_ptr<MethodPlan> make_affine_plan(PlanInputs& in) {
   return std::make_unique<AffinePlan>(in);
+}
+
+std::size_t client_block_stats(const Manifest& manifest, const CompressionMethod& method) {
+  if (manifest.kind != wire::OpKind::all_reduce || method.has_error_feedback()) return 0;
+  const std::unique_ptr<codec::Codec> codec = codec::make_codec(method.base());
+  const auto* affine = dynamic_cast<const codec::AffineCodec*>(codec.get());
+  if (!affine) return 0;
+  std::size_t blocks = 0;
+  for (const TensorSpec& t : manifest.tensors)
+    blocks += (t.numel + codec::kBlockElems - 1) / codec::kBlockElems;
+  return blocks * affine->stats_per_block();
 }
 
 }  // namespace zring::collective

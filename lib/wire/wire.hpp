@@ -283,6 +283,12 @@ struct Submit {
   ClientWait wait;
   ValuesIn values = ValuesIn::frame;
   Manifest manifest;
+  // Staged only: the rank's own statistics of every block of an affine
+  // method's values (codec::AffineCodec::block_stats, each tensor in blocks
+  // of codec::kBlockElems, tensors in manifest order), taken by the client
+  // before it stages them, so that zringd's summary need not wait for the
+  // last value to be copied in. Empty: zringd takes them as values arrive.
+  std::vector<float> block_stats;
   bool operator==(const Submit&) const = default;
 };
 
@@ -371,6 +377,9 @@ using IpcMessage = std::variant<Hello, Welcome, Submit, Result, ErrorReply, Keep
 // ErrorReply::text a decoder accepts.
 inline constexpr std::size_t kMaxNodeNameBytes = 256;
 inline constexpr std::size_t kMaxIpcTextBytes = std::size_t{1} << 16;
+// The one binary of an IPC message, a staged Submit's block statistics: 8
+// bytes per 4096 values, so 32 MiB for the largest shared buffer (64 GiB).
+inline constexpr std::size_t kMaxIpcBinBytes = std::size_t{1} << 25;
 
 // [version, 4 (ipc), kind (1..15), request, fields...], the fields those of
 // the kind's struct in the order declared above, flat (ClientWait as

@@ -2,6 +2,7 @@
 // its zringd: one encoder and one validating decoder for the IpcMessage
 // variant (layout in wire.hpp).
 #include <array>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -34,7 +35,7 @@ constexpr std::array<KindInfo, kLastKind> kKinds = {{
     {"IPC attach", 4},
     {"IPC submit_shared", 4},
     {"IPC result_shared", 5},
-    {"IPC submit_staged", 4},
+    {"IPC submit_staged", 5},
     {"IPC trace_query", 0},
     {"IPC status_report", 1},
     {"IPC attached", 2},
@@ -96,6 +97,8 @@ struct Encoder {
     begin(p, submit_kind(m.values), m.request).pack_uint32(m.local_rank);
     pack_wait(p, m.wait);
     pack_manifest(p, m.manifest);
+    if (m.values == ValuesIn::staged)  // host order: both ends are on this host
+      pack_bytes(p, m.block_stats.data(), m.block_stats.size() * sizeof(float), "block statistics");
   }
   void operator()(const Result& m) {
     begin(p, m.in_shared_buffer ? IpcKind::result_shared : IpcKind::result, m.request)
@@ -151,6 +154,16 @@ class Fields {
     return w;
   }
   Manifest manifest() { return read_manifest(next(), context_); }
+  // float32 values in host order, as a bin.
+  std::vector<float> floats(std::string_view field) {
+    const Where where{context_, field};
+    const std::span<const std::uint8_t> bytes = as_bin(next(), where);
+    if (bytes.size() % sizeof(float) != 0)
+      reject(where, "holds " + std::to_string(bytes.size()) + " bytes, not whole float32 values");
+    std::vector<float> values(bytes.size() / sizeof(float));
+    if (!values.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
+    return values;
+  }
   DaemonStatus status() { return read_daemon_status(next(), context_); }
 
  private:
@@ -181,12 +194,13 @@ IpcMessage read_message(IpcKind kind, std::uint64_t request, Fields& f) {
     case IpcKind::submit:
     case IpcKind::submit_shared:
     case IpcKind::submit_staged: {
-      Submit m{request, f.u32("local_rank"), {}, ValuesIn::frame, {}};
+      Submit m{request, f.u32("local_rank"), {}, ValuesIn::frame, {}, {}};
       m.wait = f.wait();
       m.values = kind == IpcKind::submit          ? ValuesIn::frame
                  : kind == IpcKind::submit_shared ? ValuesIn::shared_buffer
                                                   : ValuesIn::staged;
       m.manifest = f.manifest();
+      if (m.values == ValuesIn::staged) m.block_stats = f.floats("block_stats");
       return m;
     }
     case IpcKind::result:
@@ -270,8 +284,8 @@ std::vector<std::uint8_t> encode_ipc(const IpcMessage& message) {
 
 IpcMessage decode_ipc(const std::uint8_t* data, std::size_t size) {
   expect_type(read_header(data, size), MessageType::ipc);
-  const msgpack::object_handle tree =
-      unpack_tree(data, size, manifest_message_tree(kIpc, kMostRootItems, kMaxIpcTextBytes, 0));
+  const msgpack::object_handle tree = unpack_tree(
+      data, size, manifest_message_tree(kIpc, kMostRootItems, kMaxIpcTextBytes, kMaxIpcBinBytes));
   const auto root = as_array(tree.get(), 4, kMostRootItems, Where{kIpc, ""});
   const auto kind = static_cast<IpcKind>(as_kind(root[2], kLastKind, Where{kIpc, "kind"}));
   const KindInfo& k = info(kind);

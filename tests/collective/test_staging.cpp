@@ -144,12 +144,34 @@ const std::vector<std::size_t> kStagedNodes{1, 4};
 const std::vector<std::size_t> kStagedNodes{1, 2, 3, 4};
 #endif
 
+// What a client hands over with a staged op (OpInput::given_stats).
+enum class Given { nothing, stats, wider_stats };
+
+// The block statistics of `values` as a client takes them; wider: every
+// quantization block's range one wider at both ends.
+std::vector<float> client_stats(const OpInput& in, const std::vector<float>& values, Given given) {
+  std::vector<float> stats(client_block_stats(in.manifest, in.method));
+  const auto codec = codec::make_codec(in.method.base());
+  const auto& affine = dynamic_cast<const codec::AffineCodec&>(*codec);
+  const std::size_t per_block = affine.stats_per_block();
+  for (std::size_t b = 0, at = 0; b < values.size(); b += codec::kBlockElems, at += per_block) {
+    affine.block_stats(values.data() + b, std::min(codec::kBlockElems, values.size() - b),
+                       stats.data() + at);
+    if (given == Given::wider_stats) {
+      stats[at] -= 1.0f;
+      stats[at + 1] += 1.0f;
+    }
+  }
+  return stats;
+}
+
 // One op of `method` on every node; staged when `staged`. Returns the results.
 // With `lazy`, no feeder: each value comes in when the ring waits for it.
+// `given`: what each node's client hands over beside its values.
 std::vector<std::vector<float>> run(const std::string& method, std::size_t nodes,
                                     std::size_t elements, bool staged,
                                     std::vector<std::unique_ptr<FedStaging>>* stagings, bool lazy,
-                                    std::size_t direct_bytes) {
+                                    std::size_t direct_bytes, Given given = Given::nothing) {
   InprocRing ring(nodes);
   std::vector<std::vector<float>> sources, buffers(nodes, std::vector<float>(elements));
   for (std::size_t n = 0; n < nodes; ++n) sources.push_back(values_of(elements, n));
@@ -176,6 +198,7 @@ std::vector<std::vector<float>> run(const std::string& method, std::size_t nodes
       in.ranks.push_back(buffers[n].data());
       in.output = buffers[n].data();  // in place, as zringd does with a shared buffer
       if (staged) in.staging = (*stagings)[n].get();
+      if (given != Given::nothing) in.given_stats = client_stats(in, sources[n], given);
       std::vector<codec::ErrorFeedback> residuals(1);
       try {
         Workspace work;
@@ -281,6 +304,39 @@ BOOST_AUTO_TEST_CASE(staged_values_are_read_only_once_waited_for_and_affine_stat
             BOOST_TEST(stagings[n]->first_needed() == elements);
         }
       }
+}
+
+// Statistics the client took before staging (wire::Submit::block_stats)
+// stand in for the plan's own pass: the same bits as whole inputs.
+// Statistics that are not the values' make other grids (and bits): they
+// are used, not taken again.
+BOOST_AUTO_TEST_CASE(block_statistics_from_the_client_give_the_same_bits_without_a_pass,
+                     *boost::unit_test::label("staged")) {
+  for (const std::string method : {"quant:8", "quant:4", "sign"})
+    for (const std::size_t nodes : kStagedNodes) {
+      const std::size_t elements = 300007;
+      const auto whole = run(method, nodes, elements, false, nullptr, false, 0);
+      std::vector<std::unique_ptr<FedStaging>> stagings;
+      const auto staged = run(method, nodes, elements, true, &stagings, true, 0, Given::stats);
+      for (std::size_t n = 0; n < nodes; ++n) {
+        BOOST_TEST_INFO(method << ", node " << n << " of " << nodes);
+        BOOST_TEST(std::memcmp(staged[n].data(), whole[0].data(), elements * sizeof(float)) == 0);
+        BOOST_TEST(stagings[n]->max_needed_ == elements);
+      }
+      if (method == "sign") continue;
+      const auto wider = run(method, nodes, elements, true, &stagings, true, 0, Given::wider_stats);
+      BOOST_TEST(std::memcmp(wider[0].data(), whole[0].data(), elements * sizeof(float)) != 0,
+                 method << " on " << nodes << " nodes ignored the client's statistics");
+    }
+  BOOST_TEST(
+      client_block_stats({"quant:8", {{"a", {5000}, 5000}, {"b", {0}, 0}, {"c", {4096}, 4096}}},
+                         CompressionMethod::parse("quant:8")) == 6u);
+  BOOST_TEST(
+      client_block_stats({"sign", {{"a", {5000}, 5000}}}, CompressionMethod::parse("sign")) == 2u);
+  for (const char* other : {"ef:quant:8", "none", "topk:1%", "fp16"})
+    BOOST_TEST(
+        client_block_stats({other, {{"a", {5000}, 5000}}}, CompressionMethod::parse(other)) == 0u,
+        other);
 }
 
 // The streamed copy of staged values: every bit, NaN payloads and -0.0

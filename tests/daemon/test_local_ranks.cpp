@@ -255,4 +255,23 @@ BOOST_FIXTURE_TEST_CASE(an_op_whose_ranks_all_use_shared_buffers_names_each_boar
   BOOST_TEST(jobs[0].board_answers.empty());
 }
 
+BOOST_AUTO_TEST_CASE(block_statistics_must_match_the_blocks_of_the_op) {
+  wire::Submit submit;
+  submit.values = wire::ValuesIn::staged;
+  submit.manifest.method = "quant:8";
+  submit.manifest.tensors = {collective::TensorSpec{"w", {5000}, 5000}};
+  const CompressionMethod quant = CompressionMethod::parse("quant:8");
+  BOOST_TEST(!block_stats_refusal(submit, quant));  // none: zringd takes them
+  submit.block_stats.assign(4, 0.0f);               // 2 blocks of 4096, min and max each
+  BOOST_TEST(!block_stats_refusal(submit, quant));
+  submit.block_stats.assign(3, 0.0f);
+  BOOST_TEST(block_stats_refusal(submit, quant).value_or("") ==
+             "a staged op of 5000 elements in 1 tensors with method quant:8 came with 3 block "
+             "statistics, not 4");
+  submit.manifest.method = "topk:1%";
+  BOOST_TEST(block_stats_refusal(submit, CompressionMethod::parse("topk:1%")).value_or("") ==
+             "a staged op of 5000 elements in 1 tensors with method topk:1% came with 3 block "
+             "statistics, not 0");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -218,11 +218,12 @@ void write_wire_seeds(const fs::path& dir) {
   write(dir, "ipc-hello", wire::encode_ipc(wire::Hello{9, 1, wait}));
   write(dir, "ipc-welcome", wire::encode_ipc(wire::Welcome{9, 8, 3, 2, 10000, 500, "b"}));
   write(dir, "ipc-submit",
-        wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::frame, manifest()}));
+        wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::frame, manifest(), {}}));
   write(dir, "ipc-submit-shared",
-        wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::shared_buffer, manifest()}));
-  write(dir, "ipc-submit-staged",
-        wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::staged, manifest()}));
+        wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::shared_buffer, manifest(), {}}));
+  write(
+      dir, "ipc-submit-staged",
+      wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::staged, manifest(), {0.5f, 2.0f}}));
   write(dir, "ipc-result", wire::encode_ipc(wire::Result{9, 42, 4096, 65536, 8, 3, false}));
   write(dir, "ipc-result-shared", wire::encode_ipc(wire::Result{9, 42, 4096, 65536, 8, 3, true}));
   write(dir, "ipc-error",
@@ -245,7 +246,7 @@ void write_wire_seeds(const fs::path& dir) {
   write(dir, "ipc-attached",
         wire::encode_ipc(wire::Attached{9, "/run/zring/zringd.sock.shm.7.1.1", 1 << 20}));
   write(dir, "ipc-submit-broadcast",
-        wire::encode_ipc(wire::Submit{10, 1, wait, wire::ValuesIn::frame, broadcast.manifest}));
+        wire::encode_ipc(wire::Submit{10, 1, wait, wire::ValuesIn::frame, broadcast.manifest, {}}));
   wire::RingHeader chunk;
   chunk.generation = 7;
   chunk.op = 42;

@@ -429,7 +429,7 @@ BOOST_AUTO_TEST_CASE(hostile_requests_on_the_ipc_socket_get_errors_and_disturb_n
   answered.push_back({wire::encode_ipc(wire::Hello{1, 7, {}})});  // rank out of range
   answered.push_back({wire::encode_ipc(wire::StatusQuery{2})});   // a status is fine
   {
-    wire::Submit submit{3, 0, {}, wire::ValuesIn::frame, {}};  // a rank held by another process
+    wire::Submit submit{3, 0, {}, wire::ValuesIn::frame, {}, {}};  // a rank held by another process
     submit.manifest.method = "none";
     submit.manifest.tensors.push_back({"t000", {1000}, 1000});
     answered.push_back({wire::encode_ipc(submit), Bytes(4000, 0)});
@@ -531,7 +531,7 @@ BOOST_AUTO_TEST_CASE(an_empty_submit_without_its_values_frame_is_an_empty_op) {
         others[n] = e.what();
       }
     });
-  wire::Submit submit{2, 0, {}, wire::ValuesIn::frame, {}};
+  wire::Submit submit{2, 0, {}, wire::ValuesIn::frame, {}, {}};
   submit.manifest.method = "none";
   const Bytes header = wire::encode_ipc(submit);
   BOOST_TEST_REQUIRE(dealer.send(zmq::buffer(header), zmq::send_flags::none).has_value());

@@ -137,15 +137,20 @@ IpcMessage sample_ipc_message(IpcKind kind) {
     case IpcKind::welcome:
       return wire::Welcome{request, 64, 17, 8, 30000, 250, "gpu-node-07"};
     case IpcKind::submit:
-      return wire::Submit{request, 3, wait, wire::ValuesIn::frame, sample_manifest(6)};
+      return wire::Submit{request, 3, wait, wire::ValuesIn::frame, sample_manifest(6), {}};
     case IpcKind::submit_shared: {  // a broadcast from the largest root
-      wire::Submit m{request, 3, wait, wire::ValuesIn::shared_buffer, sample_manifest(2)};
+      wire::Submit m{request, 3, wait, wire::ValuesIn::shared_buffer, sample_manifest(2), {}};
       m.manifest.kind = wire::OpKind::broadcast;
       m.manifest.root = 0xFFFFFFFFu;
       return m;
     }
     case IpcKind::submit_staged:
-      return wire::Submit{request, 3, wait, wire::ValuesIn::staged, sample_manifest(2)};
+      return wire::Submit{request,
+                          3,
+                          wait,
+                          wire::ValuesIn::staged,
+                          sample_manifest(2),
+                          {1.5f, -2.0f, 0.25f, -0.0f}};
     case IpcKind::result:
     case IpcKind::result_shared:
       return wire::Result{

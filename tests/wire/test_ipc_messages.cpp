@@ -121,6 +121,19 @@ BOOST_AUTO_TEST_CASE(a_hostile_message_of_every_kind) {
   }
 }
 
+// A staged submission's block statistics are float32 values, whole ones;
+// none at all is a submission that leaves them to zringd.
+BOOST_AUTO_TEST_CASE(block_statistics_are_whole_floats) {
+  Value m = ipc_value(IpcKind::submit_staged);
+  m[8] = Value::binary(std::vector<std::uint8_t>(7, 0));
+  expect_error(wt::pack_value(m),
+               "wire: IPC submit_staged: block_stats: holds 7 bytes, not whole float32 values");
+  m[8] = Value::binary({});
+  const auto bytes = wt::pack_value(m);
+  const wire::IpcMessage decoded = wire::decode_ipc(bytes.data(), bytes.size());
+  BOOST_TEST(std::get<wire::Submit>(decoded).block_stats.empty());
+}
+
 BOOST_AUTO_TEST_CASE(texts_at_and_beyond_their_limits) {
   wire::ErrorReply long_error{1, ErrorCode::internal, std::string(wire::kMaxIpcTextBytes, '{')};
   Bytes bytes = wire::encode_ipc(long_error);
@@ -167,8 +180,8 @@ BOOST_AUTO_TEST_CASE(hostile_manifests) {
   submit_tensors(m)[3][2] = 1729;
   wt::expect_malformed(ipc, wt::pack_value(m), "numel is 1729");
   m = ipc_value(IpcKind::submit);
-  m[7] = Value::binary({'h', 'i'});  // IPC messages carry no binaries
-  wt::expect_malformed(ipc, wt::pack_value(m), "binary");
+  m[7] = Value::binary({'h', 'i'});  // a binary where the manifest goes
+  wt::expect_malformed(ipc, wt::pack_value(m), "manifest: not an array");
 
   // What the op is: a kind 1 (all-reduce) or 2 (broadcast), a root only
   // for a broadcast, and under 2^32.
