@@ -4,13 +4,11 @@
 // fails the op everywhere and owes that failure, a stale request fails its
 // op on this node alone, clear() refuses everything pending, and an op
 // whose ranks all answer on shared buffers tells the ring thread where.
-#include <stdlib.h>
-
 #include <boost/test/unit_test.hpp>
 #include <chrono>
-#include <filesystem>
 
 #include "local_ranks.hpp"
+#include "proc/process.hpp"
 
 using namespace zring;
 using namespace zring::daemon;
@@ -227,12 +225,8 @@ BOOST_FIXTURE_TEST_CASE(clear_refuses_every_waiting_and_running_request, Held) {
 }
 
 BOOST_FIXTURE_TEST_CASE(an_op_whose_ranks_all_use_shared_buffers_names_each_board_to_answer, Held) {
-  char tmpl[] = "/tmp/zring-local-ranks-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { std::filesystem::remove_all(dir); }
-  } cleanup{dir};
+  const proc::TempDir tmp;
+  const std::string& dir = tmp.path();
   const auto a = transport::SharedRegion::create(dir + "/a", 16);
   const auto b = transport::SharedRegion::create(dir + "/b", 16);
   Request first = submission("A", 0, 7, t), second = submission("B", 1, 9, t);

@@ -3,8 +3,6 @@
 // answered with why (so no client waits on keepalives for an op that will
 // never run), and the daemon is told; and it answers an op's ranks on their
 // shared buffers' boards itself when they all wait there.
-#include <stdlib.h>
-
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <condition_variable>
@@ -173,12 +171,8 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_CASE(the_ring_thread_answers_on_the_boards_before_it_reports_the_op) {
   zmq::context_t context(1);
   const RingConfig config = ring_of(1);
-  char tmpl[] = "/tmp/zring-worker-board-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { std::filesystem::remove_all(dir); }
-  } cleanup{dir};
+  const proc::TempDir tmp;
+  const std::string& dir = tmp.path();
   constexpr std::size_t kElements = 4;
   const auto region = transport::SharedRegion::create(dir + "/buffer", kElements * sizeof(float));
   const transport::StagingBoard& board = transport::board_of(*region);
@@ -235,12 +229,8 @@ BOOST_AUTO_TEST_CASE(the_ring_thread_answers_on_the_boards_before_it_reports_the
 BOOST_AUTO_TEST_CASE(every_rank_has_the_averages_before_any_board_is_answered) {
   zmq::context_t context(1);
   const RingConfig config = ring_of(1, 2);
-  char tmpl[] = "/tmp/zring-worker-boards-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { std::filesystem::remove_all(dir); }
-  } cleanup{dir};
+  const proc::TempDir tmp;
+  const std::string& dir = tmp.path();
   constexpr std::size_t kElements = 1 << 16;
   const auto first = transport::SharedRegion::create(dir + "/first", kElements * sizeof(float));
   const auto second = transport::SharedRegion::create(dir + "/second", kElements * sizeof(float));
