@@ -348,51 +348,42 @@ class Connected final : public CompressedAllReduce::Impl {
     const std::size_t bytes = request.manifest.elements() * sizeof(float);
     Attempts attempts(*this);
     for (;;) {
-      if (transport::SharedRegion* region = small_buffer(bytes)) {
-        // Through the shared buffer: the answer is a wake on its board,
-        // which zringd's ring thread writes itself, where a values frame
-        // would come back through zringd's io thread and both sockets.
-        auto* values = reinterpret_cast<float*>(region->data());
-        for (const TensorIo& io : ios)
-          if (io.numel != 0) std::memcpy(values + io.offset, io.in, io.numel * sizeof(float));
-        wire::Submit shared = request;
-        shared.values = wire::ValuesIn::shared_buffer;
-        DaemonChannel::Reply<wire::Result> reply;
-        try {
-          reply = channel_.call<wire::Result>(shared, std::nullopt, &transport::board_of(*region));
-        } catch (const Error& e) {
-          if (!attempts.again(e)) throw;
-          continue;
-        }
-        if (!reply.message.in_shared_buffer)
-          throw Error(ErrorCode::malformed_message,
-                      "all_reduce: zringd answered a shared-buffer op without its shared result");
-        count(reply.message);
-        after_submit();
-        for (const TensorIo& io : ios)
-          if (io.numel != 0) std::memcpy(io.out, values + io.offset, io.numel * sizeof(float));
-        return;
+      // Through the shared buffer when there is one: the answer is then a
+      // wake on its board, which zringd's ring thread writes itself, where a
+      // values frame would come back through zringd's io thread and both
+      // sockets.
+      transport::SharedRegion* region = small_buffer(bytes);
+      wire::Submit submit = request;
+      std::optional<zmq::message_t> frame;
+      float* values = nullptr;
+      if (region) {
+        submit.values = wire::ValuesIn::shared_buffer;
+        values = reinterpret_cast<float*>(region->data());
+      } else {
+        values = frame.emplace(bytes).data<float>();
       }
-      zmq::message_t data(bytes);
       for (const TensorIo& io : ios)
-        if (io.numel != 0)
-          std::memcpy(data.data<float>() + io.offset, io.in, io.numel * sizeof(float));
+        if (io.numel != 0) std::memcpy(values + io.offset, io.in, io.numel * sizeof(float));
       DaemonChannel::Reply<wire::Result> reply;
       try {
-        reply = channel_.call<wire::Result>(request, std::move(data));
+        reply = channel_.call<wire::Result>(submit, std::move(frame),
+                                            region ? &transport::board_of(*region) : nullptr);
       } catch (const Error& e) {
         if (!attempts.again(e)) throw;
         continue;
       }
-      if (reply.message.in_shared_buffer || reply.data.size() != bytes)
+      if (region && !reply.message.in_shared_buffer)
+        throw Error(ErrorCode::malformed_message,
+                    "all_reduce: zringd answered a shared-buffer op without its shared result");
+      if (!region && (reply.message.in_shared_buffer || reply.data.size() != bytes))
         throw Error(ErrorCode::malformed_message,
                     "all_reduce: zringd returned " + std::to_string(reply.data.size()) +
                         " bytes of values for " + std::to_string(bytes / 4) + " elements");
+      const float* averages = region ? values : reply.data.data<float>();
       count(reply.message);
       after_submit();
       for (const TensorIo& io : ios)
-        if (io.numel != 0)
-          std::memcpy(io.out, reply.data.data<float>() + io.offset, io.numel * sizeof(float));
+        if (io.numel != 0) std::memcpy(io.out, averages + io.offset, io.numel * sizeof(float));
       return;
     }
   }
