@@ -287,22 +287,24 @@ void IpcServer::record(const std::vector<Request>& requests, const OpDone& done)
   timeline_.add(std::move(r));
 }
 
-// The averages may be in local rank 0's shared buffer, which its client
-// fills with its next op's values as soon as it has its answer: every other
-// rank's copy (into its buffer, or into a message of its own) is made
-// before any board is answered.
+// Messages first: the averages may be in a rank's shared buffer, which its
+// client refills as soon as its board is answered, so a message then holds
+// a copy of its own. The client reads the average where it wrote its
+// gradients, and the answer on the buffer's board: no message, so it need
+// not wait for ZeroMQ's I/O threads (two hops of thread wake-ups) to hear it.
 void IpcServer::reply_results(const std::vector<Request>& requests, const OpDone& done,
                               std::uint64_t dense) {
   const collective::OpOutput& out = *done.output;
   const auto* values = reinterpret_cast<const std::uint8_t*>(out.values.get());
   const std::size_t bytes = out.elements * sizeof(float);
-  bool in_a_buffer = false;
-  for (const Request& r : requests) in_a_buffer |= r.region && r.region->data() == values;
+  std::vector<BoardAnswer> boards;
+  for (const Request& r : requests)
+    if (r.region) boards.push_back({r.region, r.id, r.local_rank});
+  const bool in_a_buffer = std::any_of(boards.begin(), boards.end(), [&](const BoardAnswer& b) {
+    return b.region->data() == values;
+  });
   for (const Request& r : requests) {
-    if (r.region) {
-      if (bytes != 0 && values != r.region->data()) std::memcpy(r.region->data(), values, bytes);
-      continue;
-    }
+    if (r.region) continue;
     const wire::Result result =
         result_of(done, r.id, r.local_rank, config_.local_ranks, dense, false);
     if (!in_a_buffer) {
@@ -313,13 +315,7 @@ void IpcServer::reply_results(const std::vector<Request>& requests, const OpDone
     if (bytes != 0) std::memcpy(copy.data(), values, bytes);
     send(r.client, result, std::move(copy));
   }
-  // The client reads the average where it wrote its gradients, and the
-  // answer on the buffer's board: no message, so it need not wait for
-  // ZeroMQ's I/O threads (two hops of thread wake-ups) to hear it.
-  for (const Request& r : requests)
-    if (r.region)
-      transport::board_of(*r.region).answer(
-          result_of(done, r.id, r.local_rank, config_.local_ranks, dense, true));
+  answer_boards(done, boards, config_.local_ranks, dense);
 }
 
 void IpcServer::on_ring_state(const RingState& state) {

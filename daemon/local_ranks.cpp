@@ -139,7 +139,8 @@ LocalRanks::Made LocalRanks::assemble() {
       const bool all_on_boards = std::all_of(requests.begin(), requests.end(),
                                              [](const Request& r) { return r.region != nullptr; });
       if (all_on_boards)
-        for (const Request& r : requests) job.board_answers.push_back({r.region, r.id});
+        for (const Request& r : requests)
+          job.board_answers.push_back({r.region, r.id, r.local_rank});
     }
     running_.emplace(job.id, std::move(requests));
     made.jobs.push_back(std::move(job));

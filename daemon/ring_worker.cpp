@@ -68,8 +68,7 @@ RingWorker::RingWorker(zmq::context_t& context, const RingConfig& config,
       config_(config),
       on_done_(std::move(on_done)),
       on_state_(std::move(on_state)),
-      on_died_(std::move(on_died)),
-      jobs_wake_() {}
+      on_died_(std::move(on_died)) {}
 
 RingWorker::~RingWorker() { stop(); }
 
@@ -339,21 +338,24 @@ void RingWorker::execute(OpJob& job) {
 }
 
 // The answers of a successful op whose ranks all wait on their buffers'
-// boards, as the io thread would write them (IpcServer::reply_results):
-// every rank's copy first, for local rank 0's client refills its buffer
-// (where the averages are) as soon as it has its answer.
+// boards, as the io thread would write them (IpcServer::reply_results).
 void RingWorker::answer_on_boards(const OpJob& job, OpDone& done) const {
   if (job.board_answers.empty()) return;
-  const collective::OpOutput& out = *done.output;
-  const std::uint64_t dense = job.input.manifest.elements() * sizeof(float);
-  const auto* values = reinterpret_cast<const std::uint8_t*>(out.values.get());
-  for (const OpJob::BoardAnswer& a : job.board_answers)
-    if (out.elements != 0 && values != a.region->data())
-      std::memcpy(a.region->data(), values, out.elements * sizeof(float));
-  for (std::size_t l = 0; l < job.board_answers.size(); ++l)
-    transport::board_of(*job.board_answers[l].region)
-        .answer(result_of(done, job.board_answers[l].request, l, config_.local_ranks, dense, true));
+  answer_boards(done, job.board_answers, config_.local_ranks,
+                job.input.manifest.elements() * sizeof(float));
   done.answered_on_board = Clock::now();
+}
+
+void answer_boards(const OpDone& done, const std::vector<BoardAnswer>& boards,
+                   std::size_t local_ranks, std::uint64_t dense_bytes) {
+  const collective::OpOutput& out = *done.output;
+  const auto* values = reinterpret_cast<const std::uint8_t*>(out.values.get());
+  for (const BoardAnswer& b : boards)
+    if (out.elements != 0 && values != b.region->data())
+      std::memcpy(b.region->data(), values, out.elements * sizeof(float));
+  for (const BoardAnswer& b : boards)
+    transport::board_of(*b.region).answer(
+        result_of(done, b.request, b.local_rank, local_ranks, dense_bytes, true));
 }
 
 wire::Result result_of(const OpDone& done, std::uint64_t request, std::size_t local_rank,

@@ -35,6 +35,14 @@
 
 namespace zring::daemon {
 
+// A local rank of an op that waits for its answer on its shared buffer's
+// board: that buffer and the request to answer.
+struct BoardAnswer {
+  std::shared_ptr<transport::SharedRegion> region;
+  std::uint64_t request = 0;
+  std::size_t local_rank = 0;
+};
+
 // One op (all-reduce or broadcast, as its manifest says) of this node's
 // local ranks, or a request to forget a local rank's error-feedback
 // residuals (a new process took the rank).
@@ -56,13 +64,9 @@ struct OpJob {
   std::vector<std::shared_ptr<transport::SharedRegion>> staged;
   std::vector<std::string> staged_who;
   // When every local rank's request is answered on its shared buffer's
-  // board: per local rank, that buffer and the request to answer. The ring
-  // thread then answers them itself the moment the op succeeds, without the
-  // hop through the io thread (which keeps the rest of the bookkeeping).
-  struct BoardAnswer {
-    std::shared_ptr<transport::SharedRegion> region;
-    std::uint64_t request = 0;
-  };
+  // board: each rank's board. The ring thread then answers them itself the
+  // moment the op succeeds, without the hop through the io thread (which
+  // keeps the rest of the bookkeeping).
   std::vector<BoardAnswer> board_answers;
   std::optional<std::size_t> reset_rank;         // a reset job, not an op
   unsigned runs = 0;                             // how often the ring began it (a ring change can
@@ -90,6 +94,13 @@ struct OpDone {
 // set): on its buffer's board, or as a message with the averages.
 wire::Result result_of(const OpDone& done, std::uint64_t request, std::size_t local_rank,
                        std::size_t local_ranks, std::uint64_t dense_bytes, bool in_shared_buffer);
+
+// Answers a successful op's ranks on their boards: the averages first copied
+// into every buffer that does not hold them, then every answer. They may sit
+// in one of those buffers, whose client refills it as soon as it has its
+// answer.
+void answer_boards(const OpDone& done, const std::vector<BoardAnswer>& boards,
+                   std::size_t local_ranks, std::uint64_t dense_bytes);
 
 // The ring's health as the ring thread sees it, reported to the io thread.
 struct RingState {

@@ -241,6 +241,7 @@ BOOST_FIXTURE_TEST_CASE(an_op_whose_ranks_all_use_shared_buffers_names_each_boar
   BOOST_TEST(jobs[0].board_answers[0].request == 7u);
   BOOST_TEST((jobs[0].board_answers[1].region == b));
   BOOST_TEST(jobs[0].board_answers[1].request == 9u);
+  BOOST_TEST(jobs[0].board_answers[1].local_rank == 1u);
   // One rank's answer goes as a message: the io thread answers them all.
   (void)ranks.submit(first);
   (void)ranks.submit(submission("B", 1, 10, t));

@@ -196,7 +196,7 @@ BOOST_AUTO_TEST_CASE(the_ring_thread_answers_on_the_boards_before_it_reports_the
     j.values.push_back(collective::Bytes(region->data(), kElements * sizeof(float), region));
     j.input.output = values;
     j.input.output_owner = region;
-    if (on_board) j.board_answers.push_back({region, 501});
+    if (on_board) j.board_answers.push_back({region, 501, 0});
     return j;
   };
   worker.submit(job(1, true));
@@ -267,12 +267,15 @@ BOOST_AUTO_TEST_CASE(every_rank_has_the_averages_before_any_board_is_answered) {
   job.values.push_back(collective::Bytes(second->data(), kElements * sizeof(float), second));
   job.input.output = mine;
   job.input.output_owner = first;
-  job.board_answers = {{first, 7}, {second, 8}};
+  job.board_answers = {{first, 7, 0}, {second, 8, 1}};
   worker.submit(std::move(job));
   BOOST_TEST_REQUIRE(reports.wait_for([&] { return !reports.done.empty(); }));
   watcher.join();
   worker.stop();
   BOOST_TEST_REQUIRE(!reports.done[0].failure, reports.done[0].failure->text);
   BOOST_TEST(twos_seen.load() == kElements);
-  BOOST_TEST(transport::board_of(*second).answer_to(8).has_value());
+  const std::optional<wire::Result> second_answer = transport::board_of(*second).answer_to(8);
+  BOOST_TEST_REQUIRE(second_answer.has_value());
+  BOOST_TEST(second_answer->rank == 1u);  // local rank 1 of the only node
+  BOOST_TEST(second_answer->world_size == 2u);
 }
