@@ -32,10 +32,10 @@ namespace {
 // in while the ring runs); smaller ones are copied into it whole first.
 constexpr std::size_t kSharedBytes = 256 * 1024;
 
-// Result values of an op through the shared buffer: faulted in on huge
-// pages where the kernel offers them (a 64 MiB result takes 32 faults, not
-// 16384), while the ring runs.
-std::vector<float> fresh_values(std::size_t n) {
+// Room for a result's values, empty (TensorIo::result): faulted in as the
+// averages are appended, on huge pages where the kernel offers them (a 64
+// MiB result takes 32 faults, not 16384).
+std::vector<float> reserved_values(std::size_t n) {
   std::vector<float> v;
   v.reserve(n);
   constexpr std::uintptr_t kPage = 4096;
@@ -43,18 +43,35 @@ std::vector<float> fresh_values(std::size_t n) {
   const auto last = (reinterpret_cast<std::uintptr_t>(v.data() + n)) & ~(kPage - 1);
   if (last > first + (std::uintptr_t{2} << 20))
     (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);  // advice only
-  v.resize(n);
   return v;
 }
 
-// The tensors of a map as the staged copy sees them: values from the map,
-// averages to `out` (the map itself when in place).
-std::vector<TensorIo> tensor_ios(const TensorMap& gradients, TensorMap* out) {
+// Faults the room of the results in while the ring works: the kernel's
+// zeroing of fresh pages is the only pass over them before the averages
+// are appended. Advice only: where the kernel refuses, the appends fault.
+void fault_in(const std::vector<TensorIo>& ios) {
+  constexpr std::uintptr_t kPage = 4096;
+  for (const TensorIo& io : ios) {
+    if (!io.result) continue;
+    const float* data = io.result->data();
+    const auto first = (reinterpret_cast<std::uintptr_t>(data) + kPage - 1) & ~(kPage - 1);
+    const auto last = reinterpret_cast<std::uintptr_t>(data + io.result->capacity()) & ~(kPage - 1);
+    if (last > first)
+      (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+  }
+}
+
+// The tensors of a map as an op sees them: values from the map, averages
+// back into it (in place) or appended to `results`, one per tensor.
+std::vector<TensorIo> tensor_ios(const TensorMap& gradients, TensorMap* in_place,
+                                 std::vector<std::vector<float>>* results = nullptr) {
   std::vector<TensorIo> ios;
   std::size_t at = 0;
   for (const auto& [name, tensor] : gradients) {
-    float* dest = out ? out->at(name).data().data() : nullptr;
-    ios.push_back({tensor.data().data(), dest, tensor.numel(), at});
+    TensorIo io{tensor.data().data(), nullptr, tensor.numel(), at};
+    if (in_place) io.out = in_place->at(name).data().data();
+    if (results) io.result = &results->emplace_back(reserved_values(tensor.numel()));
+    ios.push_back(io);
     at += tensor.numel();
   }
   return ios;
@@ -82,30 +99,28 @@ class Connected final : public CompressedAllReduce::Impl {
 
   TensorMap all_reduce(const TensorMap& gradients) override {
     check_inputs(gradients);
+    std::vector<std::vector<float>> results;
+    results.reserve(gradients.size());  // ios point into it
+    std::vector<TensorIo> ios = tensor_ios(gradients, nullptr, &results);
+    reduce(ios, shapes_of_map(gradients));
     TensorMap out;
-    std::vector<TensorIo> ios = tensor_ios(gradients, nullptr);
-    reduce(ios, shapes_of_map(gradients), [&] {
-      std::size_t i = 0;
-      for (const auto& [name, tensor] : gradients) {
-        Tensor& t =
-            out.emplace(name, Tensor(fresh_values(tensor.numel()), tensor.shape())).first->second;
-        ios[i++].out = t.data().data();
-      }
-    });
+    std::size_t i = 0;
+    for (const auto& [name, tensor] : gradients)
+      out.emplace_hint(out.end(), name, Tensor(std::move(results[i++]), tensor.shape()));
     return out;
   }
 
   void all_reduce_in_place(TensorMap& gradients) override {
     check_inputs(gradients);
     std::vector<TensorIo> ios = tensor_ios(gradients, &gradients);
-    reduce(ios, shapes_of_map(gradients), [] {});
+    reduce(ios, shapes_of_map(gradients));
   }
 
   void all_reduce_in_place(const TensorViews& views) override {
     const std::vector<FusedView> fused = fuse_order(views);
     std::vector<TensorIo> ios;
     for (const FusedView& f : fused) ios.push_back({f.view->data, f.view->data, f.numel, f.offset});
-    reduce(ios, shapes_of(fused), [] {});
+    reduce(ios, shapes_of(fused));
   }
 
   // A broadcast travels as an all-reduce does (the values frame or the
@@ -116,16 +131,14 @@ class Connected final : public CompressedAllReduce::Impl {
   void broadcast(TensorMap& tensors, std::size_t root) override {
     check_inputs(tensors);
     std::vector<TensorIo> ios = tensor_ios(tensors, &tensors);
-    reduce(
-        ios, shapes_of_map(tensors), [] {}, broadcast_from(root));
+    reduce(ios, shapes_of_map(tensors), broadcast_from(root));
   }
 
   void broadcast(const TensorViews& views, std::size_t root) override {
     const std::vector<FusedView> fused = fuse_order(views);
     std::vector<TensorIo> ios;
     for (const FusedView& f : fused) ios.push_back({f.view->data, f.view->data, f.numel, f.offset});
-    reduce(
-        ios, shapes_of(fused), [] {}, broadcast_from(root));
+    reduce(ios, shapes_of(fused), broadcast_from(root));
   }
 
   // SharedTensors live in a buffer of their own, which becomes this
@@ -219,11 +232,8 @@ class Connected final : public CompressedAllReduce::Impl {
 
   // A large op through the shared buffer, staged: the values go in while
   // the ring already runs, and the averages come out as zringd publishes
-  // them (ios[i].out). after_staging runs once the values are in: the copy
-  // form makes its results' memory there, while the ring works.
-  template <class AfterStaging>
-  void reduce_staged(std::vector<TensorIo>& ios, const TensorShapes& shapes,
-                     AfterStaging&& after_staging, const OpSpec& op) {
+  // them (to ios[i].out, or appended to ios[i].result).
+  void reduce_staged(std::vector<TensorIo>& ios, const TensorShapes& shapes, const OpSpec& op) {
     wire::Submit request = submit_for(shapes, op);
     request.values = wire::ValuesIn::staged;
     request.block_stats = block_stats(ios, request.manifest);
@@ -237,7 +247,7 @@ class Connected final : public CompressedAllReduce::Impl {
     const bool in_place = !ios.empty() && ios.front().out == ios.front().in;
     const bool keep_inputs = options_.ring_change_retries != 0 && in_place;
     Attempts attempts(*this);
-    for (bool staged_once = false;; staged_once = true) {
+    for (;;) {
       // Never over the values of the SharedTensors that hold the buffer.
       if (!buffer_.region() || buffer_.region()->size() < bytes || buffer_.lent())
         attach(bytes, true);
@@ -247,7 +257,7 @@ class Connected final : public CompressedAllReduce::Impl {
       StagedTransfer transfer(ios, reinterpret_cast<float*>(region.data()), board, order);
       const std::uint64_t id = channel_.send_request(request, std::nullopt);
       transfer.stage();
-      if (!staged_once) after_staging();
+      fault_in(ios);
       DaemonChannel::Reply<wire::Result> reply;
       try {
         reply = channel_.await<wire::Result>(id, false, keep_inputs ? nullptr : &transfer, &board);
@@ -334,14 +344,10 @@ class Connected final : public CompressedAllReduce::Impl {
 
   // One op over ios (ordered by offset): a small one copied whole into the
   // shared buffer (or, without one, in the request's values frame), a large
-  // one staged through it. Before any
-  // average comes out, after_submit runs once: the copy form makes its
-  // results' memory there (while the ring works, for a staged op).
-  template <class AfterSubmit>
-  void reduce(std::vector<TensorIo>& ios, const TensorShapes& shapes, AfterSubmit&& after_submit,
-              const OpSpec& op = {}) {
+  // one staged through it.
+  void reduce(std::vector<TensorIo>& ios, const TensorShapes& shapes, const OpSpec& op = {}) {
     if (elements_of(shapes) * sizeof(float) >= kSharedBytes) {
-      reduce_staged(ios, shapes, after_submit, op);
+      reduce_staged(ios, shapes, op);
       return;
     }
     const wire::Submit request = submit_for(shapes, op);
@@ -381,9 +387,13 @@ class Connected final : public CompressedAllReduce::Impl {
                         " bytes of values for " + std::to_string(bytes / 4) + " elements");
       const float* averages = region ? values : reply.data.data<float>();
       count(reply.message);
-      after_submit();
-      for (const TensorIo& io : ios)
-        if (io.numel != 0) std::memcpy(io.out, averages + io.offset, io.numel * sizeof(float));
+      for (const TensorIo& io : ios) {
+        const float* from = averages + io.offset;
+        if (io.result)
+          io.result->assign(from, from + io.numel);
+        else if (io.numel != 0)
+          std::memcpy(io.out, from, io.numel * sizeof(float));
+      }
       return;
     }
   }

@@ -28,7 +28,10 @@ StagedTransfer::StagedTransfer(std::vector<TensorIo>& tensors, float* buffer,
       board_(board),
       order_(order),
       taken_(order.segments(), 0),
-      remaining_(order.elements()) {}
+      remaining_(order.elements()) {
+  for (TensorIo& t : tensors_)
+    if (t.result) t.result->clear();
+}
 
 void StagedTransfer::stage() {
   std::size_t position = 0;
@@ -65,8 +68,25 @@ void StagedTransfer::copy_out(std::size_t begin, std::size_t end) {
     const std::size_t lo = begin - t->offset;
     const std::size_t n = std::min(end, t->offset + t->numel) - begin;
     if (n == 0) continue;  // an empty tensor
-    copy(t->out + lo, buffer_ + begin, n);
+    if (!t->result) copy(t->out + lo, buffer_ + begin, n);
     begin += n;
+  }
+}
+
+// A result grows by the averages that follow its end without a gap, so its
+// memory is written once. The segments are published out of order (each
+// node's ring finishes another one first): some wait for take_rest.
+void StagedTransfer::append_results() {
+  for (TensorIo& t : tensors_) {
+    if (!t.result) continue;
+    std::vector<float>& values = *t.result;
+    while (values.size() < t.numel) {
+      const std::size_t at = t.offset + values.size();
+      const std::size_t s = order_.segment_of(at);
+      const std::size_t ready = std::min(order_.begin(s) + taken_[s], t.offset + t.numel);
+      if (ready <= at) break;
+      values.insert(values.end(), buffer_ + at, buffer_ + ready);
+    }
   }
 }
 
@@ -82,6 +102,7 @@ void StagedTransfer::take_published() {
     remaining_ -= published - taken_[s];
     taken_[s] = published;
   }
+  append_results();
 }
 
 void StagedTransfer::sleep(std::chrono::microseconds for_at_most) const {
@@ -95,6 +116,7 @@ void StagedTransfer::take_rest() {
     remaining_ -= length - taken_[s];
     taken_[s] = length;
   }
+  append_results();
 }
 
 }  // namespace zring::client

@@ -21,18 +21,22 @@ namespace zring::client {
 
 // One tensor of a fused op: where its values come from and where its
 // averages go (the same memory for an in-place op), and where it sits in
-// the fused buffer.
+// the fused buffer. The copy form's averages go to `result` instead, its
+// capacity reserved: they are appended to it in order, so its memory is
+// written once, never zeroed first by us.
 struct TensorIo {
   const float* in = nullptr;
   float* out = nullptr;
   std::size_t numel = 0;
   std::size_t offset = 0;
+  std::vector<float>* result = nullptr;
 };
 
 class StagedTransfer {
  public:
   // tensors ordered by offset, covering order.elements() values; buffer
-  // holds as many floats and board is its progress board.
+  // holds as many floats and board is its progress board. Results are
+  // emptied: every attempt appends from the start.
   StagedTransfer(std::vector<TensorIo>& tensors, float* buffer, transport::StagingBoard& board,
                  collective::StagingOrder order);
 
@@ -56,6 +60,7 @@ class StagedTransfer {
 
  private:
   void copy_out(std::size_t begin, std::size_t end);
+  void append_results();
   void copy(float* to, const float* from, std::size_t n) const;
   std::vector<TensorIo>& tensors_;
   float* buffer_;

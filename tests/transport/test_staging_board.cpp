@@ -100,6 +100,59 @@ BOOST_AUTO_TEST_CASE(staged_values_arrive_in_order_and_only_published_averages_c
   for (std::size_t i = 0; i < 300; ++i) BOOST_REQUIRE_EQUAL(out_b[i], 2 * b[i]);
 }
 
+// The copy form: each result grows by the averages that follow its end,
+// in its reserved memory, whatever order the segments come in.
+BOOST_AUTO_TEST_CASE(copy_form_results_grow_in_order_as_segments_are_published_in_any_order) {
+  const std::size_t n = 1000;
+  TwoSides sides(n * sizeof(float));
+  std::vector<float> in(n);
+  for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>(i) + 0.5f;
+  std::vector<std::vector<float>> results(3);
+  const std::size_t numel[3] = {400, 350, 250};
+  for (std::size_t t = 0; t < 3; ++t) results[t] = {-1.0f, -2.0f};  // emptied by the transfer
+  std::vector<TensorIo> ios;
+  std::vector<const float*> memory;
+  for (std::size_t t = 0, at = 0; t < 3; at += numel[t++]) {
+    results[t].reserve(numel[t]);
+    memory.push_back(results[t].data());
+    ios.push_back({in.data() + at, nullptr, numel[t], at, &results[t]});
+  }
+  const collective::StagingOrder order(n, 3, 1);  // [0, 333), [333, 666), [666, 1000)
+  StagingBoard& client_board = board_of(*sides.client);
+  client_board.reset();
+  StagedTransfer transfer(ios, reinterpret_cast<float*>(sides.client->data()), client_board, order);
+  for (const auto& r : results) BOOST_TEST(r.empty());
+  transfer.stage();
+  auto sizes = [&] {
+    return std::vector<std::size_t>{results[0].size(), results[1].size(), results[2].size()};
+  };
+  {
+    RegionStaging staging({sides.daemon}, {"rank 1"}, order, std::chrono::milliseconds(1000),
+                          order.segments(), order.node());
+    staging.wait_all();
+    float* v = sides.daemon_values();
+    for (std::size_t i = 0; i < n; ++i) v[i] *= 2;
+    staging.publish(1, 333);  // all of segment 1: the second tensor from 400 to 666
+    transfer.take_published();
+    BOOST_TEST(sizes() == (std::vector<std::size_t>{0, 266, 0}), boost::test_tools::per_element());
+    staging.publish(0, 200);  // the first tensor's first 200
+    transfer.take_published();
+    BOOST_TEST(sizes() == (std::vector<std::size_t>{200, 266, 0}),
+               boost::test_tools::per_element());
+    staging.publish(0, 333);  // the rest of segment 0: the first tensor joins segment 1's
+    transfer.take_published();
+    BOOST_TEST(sizes() == (std::vector<std::size_t>{400, 266, 0}),
+               boost::test_tools::per_element());
+  }
+  transfer.take_rest();
+  BOOST_TEST(transfer.complete());
+  for (std::size_t t = 0, at = 0; t < 3; at += numel[t++]) {
+    BOOST_TEST(results[t].data() == memory[t]);  // never moved
+    BOOST_REQUIRE_EQUAL(results[t].size(), numel[t]);
+    for (std::size_t i = 0; i < numel[t]; ++i) BOOST_REQUIRE_EQUAL(results[t][i], 2 * in[at + i]);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_reset_board_holds_nothing_of_the_last_op) {
   TwoSides sides(64 * sizeof(float));
   StagingBoard& board = board_of(*sides.client);
