@@ -68,26 +68,26 @@ void StagedTransfer::copy_out(std::size_t begin, std::size_t end) {
     const std::size_t lo = begin - t->offset;
     const std::size_t n = std::min(end, t->offset + t->numel) - begin;
     if (n == 0) continue;  // an empty tensor
-    if (!t->result) copy(t->out + lo, buffer_ + begin, n);
+    if (t->result)
+      copy_out(*t->result, lo, buffer_ + begin, n);
+    else
+      copy(t->out + lo, buffer_ + begin, n);
     begin += n;
   }
 }
 
-// A result grows by the averages that follow its end without a gap, so its
-// memory is written once. The segments are published out of order (each
-// node's ring finishes another one first): some wait for take_rest.
-void StagedTransfer::append_results() {
-  for (TensorIo& t : tensors_) {
-    if (!t.result) continue;
-    std::vector<float>& values = *t.result;
-    while (values.size() < t.numel) {
-      const std::size_t at = t.offset + values.size();
-      const std::size_t s = order_.segment_of(at);
-      const std::size_t ready = std::min(order_.begin(s) + taken_[s], t.offset + t.numel);
-      if (ready <= at) break;
-      values.insert(values.end(), buffer_ + at, buffer_ + ready);
-    }
-  }
+// A result holds the averages up to the furthest published so far: those
+// past its end are appended (written once). The segments are published out
+// of order (each node's ring finishes another one first), and a gap below
+// one published early is zeroed until its own averages come: waiting for
+// them instead would leave most of the copying until the op is over.
+void StagedTransfer::copy_out(std::vector<float>& result, std::size_t lo, const float* from,
+                              std::size_t n) {
+  const std::size_t within = result.size() > lo ? std::min(n, result.size() - lo) : 0;
+  if (within != 0) copy(result.data() + lo, from, within);
+  if (within == n) return;
+  if (result.size() < lo) result.resize(lo);
+  result.insert(result.end(), from + within, from + n);
 }
 
 void StagedTransfer::take_published() {
@@ -102,7 +102,6 @@ void StagedTransfer::take_published() {
     remaining_ -= published - taken_[s];
     taken_[s] = published;
   }
-  append_results();
 }
 
 void StagedTransfer::sleep(std::chrono::microseconds for_at_most) const {
@@ -116,7 +115,6 @@ void StagedTransfer::take_rest() {
     remaining_ -= length - taken_[s];
     taken_[s] = length;
   }
-  append_results();
 }
 
 }  // namespace zring::client

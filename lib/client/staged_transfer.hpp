@@ -22,8 +22,8 @@ namespace zring::client {
 // One tensor of a fused op: where its values come from and where its
 // averages go (the same memory for an in-place op), and where it sits in
 // the fused buffer. The copy form's averages go to `result` instead, its
-// capacity reserved: they are appended to it in order, so its memory is
-// written once, never zeroed first by us.
+// capacity reserved: they are appended to it as they are published, so
+// most of its memory is written once, not zeroed first.
 struct TensorIo {
   const float* in = nullptr;
   float* out = nullptr;
@@ -60,7 +60,7 @@ class StagedTransfer {
 
  private:
   void copy_out(std::size_t begin, std::size_t end);
-  void append_results();
+  void copy_out(std::vector<float>& result, std::size_t lo, const float* from, std::size_t n);
   void copy(float* to, const float* from, std::size_t n) const;
   std::vector<TensorIo>& tensors_;
   float* buffer_;

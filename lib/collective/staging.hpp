@@ -40,12 +40,6 @@ class StagingOrder {
   [[nodiscard]] std::size_t end(std::size_t s) const noexcept {
     return segment_begin(elements_, nodes_, s + 1);
   }
-  // The segment that holds element `at` (< elements()).
-  [[nodiscard]] std::size_t segment_of(std::size_t at) const noexcept {
-    std::size_t s = elements_ == 0 ? 0 : at * nodes_ / elements_;  // begin(s) <= at
-    while (s + 1 < nodes_ && end(s) <= at) ++s;
-    return s;
-  }
   // The position just past the first `upto` elements of segment s.
   [[nodiscard]] std::size_t position(std::size_t s, std::size_t upto) const noexcept {
     const std::size_t k = (node_ + nodes_ - s) % nodes_;  // s is the k-th segment
