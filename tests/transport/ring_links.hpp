@@ -54,6 +54,8 @@ class InprocLinks {
   void begin_op(std::size_t) {}
   void end_op(std::size_t, const std::optional<Status>&) {}
   void stop(std::size_t) {}  // its thread just ends
+  // A node with nothing to do until `until`: nothing waits to be sent.
+  void idle(std::size_t, Clock::time_point until) { std::this_thread::sleep_until(until); }
   // How long a node waits for a peer that went away before the link says so.
   static Clock::duration peer_gone_wait() { return scaled(500ms); }
 
@@ -109,6 +111,9 @@ class ZmqLinksOf {
   }
   // The node's sockets close, as when its zringd exits.
   void stop(std::size_t n) { rings_.at(n).reset(); }
+  // A node with nothing to do until `until` goes on servicing its ring, as
+  // zringd's ring thread does between ops: what its outbox holds goes out.
+  void idle(std::size_t n, Clock::time_point until) { rings_.at(n)->service(until, nullptr); }
   // Silence is noticed after the membership timeout: wait a few of them.
   static Clock::duration peer_gone_wait() { return 4 * scaled(kTimeout); }
   // The ring file every node has (self aside).
@@ -187,6 +192,33 @@ using ZmqLinks = ZmqLinksOf<true>;
 using ZmqOnlyLinks = ZmqLinksOf<false>;
 
 // --- running one op on every node ----------------------------------------------------
+
+// A barrier for the nodes of an op at which each goes on idling its link
+// (L::idle). A ZmqRing sends what a busy or not yet connected peer could
+// not take only when it is serviced again, so a node asleep in a plain
+// barrier can keep its messages from a node still waiting for them (CI:
+// node 2 heard nothing from node 0 for the membership timeout, while node
+// 0 sat in the barrier with its messages to node 2 queued). Throws when
+// the others do not all arrive within `wait`.
+class ServicingBarrier {
+ public:
+  explicit ServicingBarrier(std::size_t nodes) : nodes_(nodes) {}
+  template <class L>
+  void arrive_and_wait(L& links, std::size_t n, Clock::duration wait = scaled(10s)) {
+    const std::size_t ticket = arrived_.fetch_add(1);
+    const std::size_t everyone = (ticket / nodes_ + 1) * nodes_;
+    const auto give_up = Clock::now() + wait;
+    while (arrived_.load() < everyone) {
+      if (Clock::now() > give_up)
+        throw std::runtime_error("node " + std::to_string(n) + ": the others did not arrive");
+      links.idle(n, Clock::now() + 2ms);
+    }
+  }
+
+ private:
+  const std::size_t nodes_;
+  std::atomic<std::size_t> arrived_{0};
+};
 
 // One thread per node: begin the op, meet the others (no node sends before
 // every node has begun), run body, end the op (with its failure). A node

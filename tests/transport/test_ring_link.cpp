@@ -134,11 +134,12 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(send_to_reaches_every_node_and_put_back_comes_firs
   std::vector<std::map<std::size_t, std::vector<Message>>> got(kNodes);  // per node, per origin
   std::vector<std::vector<ChunkTag>> again(kNodes), put(kNodes);
   std::vector<std::string> named(kNodes);
+  ServicingBarrier all_in(kNodes);
   const auto tag = [](Phase phase, std::size_t origin, std::size_t chunk) {
     return ChunkTag{phase, static_cast<std::uint32_t>(origin), static_cast<std::uint32_t>(chunk),
                     0};
   };
-  check_no_failure(run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>& sync) {
+  check_no_failure(run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>&) {
     for (std::size_t to = 0; to < kNodes; ++to) {
       if (to == n) continue;
       for (std::size_t i = 0; i < 3; ++i)
@@ -152,7 +153,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(send_to_reaches_every_node_and_put_back_comes_firs
       all.push_back(link.recv(deadline));
       got[n][all.back().tag.segment].push_back(all.back());
     }
-    sync.arrive_and_wait();  // every node has all it waits for
+    all_in.arrive_and_wait(links, n);  // every node has all it waits for
     put[n] = {all[3].tag, all[1].tag};
     link.put_back({all[3], all[1]});
     for (int k = 0; k < 2; ++k) again[n].push_back(link.recv(deadline).tag);
@@ -161,7 +162,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(send_to_reaches_every_node_and_put_back_comes_firs
     } catch (const Error& e) {
       if (e.code() == ErrorCode::timeout) named[n] = e.what();
     }
-    sync.arrive_and_wait();
+    all_in.arrive_and_wait(links, n);
   }));
   for (std::size_t n = 0; n < kNodes; ++n) {
     BOOST_TEST_CONTEXT(L::kName << ", node " << n) {
