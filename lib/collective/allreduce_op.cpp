@@ -14,9 +14,11 @@
 namespace zring::collective {
 namespace {
 
-// Ops at least this large (elements, 1 MiB of floats) prepare on the
-// helper thread: the hand-over costs tens of microseconds.
-constexpr std::size_t kPrepareBesideElems = std::size_t{1} << 18;
+// Ops at least this large (elements, 2 MiB of floats) prepare on the
+// helper thread. The hand-over (a wake-up each way) cost 0.1-0.3 ms on a
+// busy 2-core machine: more than a 1 MiB op's prepare of any method, which
+// was as fast or faster on the ring thread (docs/benchmarks.md).
+constexpr std::size_t kPrepareBesideElems = std::size_t{1} << 19;
 
 // The schedule follows from how the method sums: the Summation of its row
 // in the table of methods (codec/methods.cpp), so a new method needs only
