@@ -32,9 +32,9 @@ namespace {
 // in while the ring runs); smaller ones are copied into it whole first.
 constexpr std::size_t kSharedBytes = 256 * 1024;
 
-// Room for a result's values, empty (TensorIo::result): faulted in as the
-// averages are appended, on huge pages where the kernel offers them (a 64
-// MiB result takes 32 faults, not 16384).
+// Room for a result's values, empty (TensorIo::result), on huge pages
+// where the kernel offers them (a 64 MiB result takes 32 faults, not
+// 16384); fault_in has them faulted in once the values are staged.
 std::vector<float> reserved_values(std::size_t n) {
   std::vector<float> v;
   v.reserve(n);
