@@ -32,33 +32,32 @@ namespace {
 // in while the ring runs); smaller ones are copied into it whole first.
 constexpr std::size_t kSharedBytes = 256 * 1024;
 
+// madvise of the whole pages inside [data, data + n), when they span more
+// than `beyond` bytes. Advice only: a kernel that refuses it changes
+// nothing but speed.
+void advise_pages(const float* data, std::size_t n, int advice, std::uintptr_t beyond = 0) {
+  constexpr std::uintptr_t kPage = 4096;
+  const auto first = (reinterpret_cast<std::uintptr_t>(data) + kPage - 1) & ~(kPage - 1);
+  const auto last = reinterpret_cast<std::uintptr_t>(data + n) & ~(kPage - 1);
+  if (last > first + beyond) (void)::madvise(reinterpret_cast<void*>(first), last - first, advice);
+}
+
 // Room for a result's values, empty (TensorIo::result), on huge pages
 // where the kernel offers them (a 64 MiB result takes 32 faults, not
 // 16384); fault_in has them faulted in once the values are staged.
 std::vector<float> reserved_values(std::size_t n) {
   std::vector<float> v;
   v.reserve(n);
-  constexpr std::uintptr_t kPage = 4096;
-  const auto first = (reinterpret_cast<std::uintptr_t>(v.data()) + kPage - 1) & ~(kPage - 1);
-  const auto last = (reinterpret_cast<std::uintptr_t>(v.data() + n)) & ~(kPage - 1);
-  if (last > first + (std::uintptr_t{2} << 20))
-    (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);  // advice only
+  advise_pages(v.data(), n, MADV_HUGEPAGE, std::uintptr_t{2} << 20);  // over a huge page
   return v;
 }
 
 // Faults the room of the results in while the ring works: the kernel's
 // zeroing of fresh pages is the only pass over them before the averages
-// are appended. Advice only: where the kernel refuses, the appends fault.
+// are appended; where the kernel refuses, the appends fault.
 void fault_in(const std::vector<TensorIo>& ios) {
-  constexpr std::uintptr_t kPage = 4096;
-  for (const TensorIo& io : ios) {
-    if (!io.result) continue;
-    const float* data = io.result->data();
-    const auto first = (reinterpret_cast<std::uintptr_t>(data) + kPage - 1) & ~(kPage - 1);
-    const auto last = reinterpret_cast<std::uintptr_t>(data + io.result->capacity()) & ~(kPage - 1);
-    if (last > first)
-      (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
-  }
+  for (const TensorIo& io : ios)
+    if (io.result) advise_pages(io.result->data(), io.result->capacity(), MADV_POPULATE_WRITE);
 }
 
 // The tensors of a map as an op sees them: values from the map, averages
