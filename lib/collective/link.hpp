@@ -110,6 +110,24 @@ class RingLink {
   // The op knows every node's summary: from here on it may write results.
   // Until then a failure of the op has changed nothing anywhere.
   virtual void summaries_known() {}
+  // Between hold_sends and release_sends the link may keep what send and
+  // send_to queue, and write it at release_sends, several messages to a
+  // peer in one write: a peer is woken once for a summary and the data
+  // behind it. Only around sends, never around a wait (SendBatch).
+  virtual void hold_sends() noexcept {}
+  virtual void release_sends() noexcept {}
+};
+
+// Holds a link's sends for its lifetime (RingLink::hold_sends).
+class SendBatch {
+ public:
+  explicit SendBatch(RingLink& link) noexcept : link_(link) { link_.hold_sends(); }
+  ~SendBatch() { link_.release_sends(); }
+  SendBatch(const SendBatch&) = delete;
+  SendBatch& operator=(const SendBatch&) = delete;
+
+ private:
+  RingLink& link_;
 };
 
 }  // namespace zring::collective

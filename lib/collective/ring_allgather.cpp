@@ -309,6 +309,7 @@ WithData ring_allgather_with_data(RingLink& link, const Mine& mine, const DataSi
   const auto start_when_ready = [&] {
     if (started || !mine.ready()) return;
     auto [summary, payload] = mine.take();
+    const SendBatch together(link);  // the summary, its data and what goes ahead
     summaries.keep_own(std::move(summary));
     summaries.own_arrived();  // announces this node's own data
     // A node's summary goes the way its data goes, so that it comes first.

@@ -29,6 +29,8 @@ constexpr std::size_t kMaxHeld = 1024;
 constexpr std::size_t kSpareIncoming = 8;
 // Frames written with one sendmsg.
 constexpr std::size_t kMaxIov = 64;
+// A read of fewer bytes than this and than there was room for emptied the socket.
+constexpr std::size_t kSmallRead = 16 * 1024;
 
 // The first address of host (a literal, or a name looked up: this blocks).
 bool resolve(const std::string& host, bool numeric, sockaddr_storage& storage, socklen_t& length) {
@@ -150,7 +152,15 @@ void TcpData::send(std::size_t peer, const std::vector<std::uint8_t>& header,
   q.head.insert(q.head.end(), prefix.begin(), prefix.end());
   q.head.insert(q.head.end(), header.begin(), header.end());
   out_[peer].queue.push_back(std::move(q));
-  flush(peer, Clock::now());
+  if (!held_) flush(peer, Clock::now());
+}
+
+void TcpData::hold(bool on) {
+  held_ = on;
+  if (on) return;
+  const Deadline now = Clock::now();
+  for (std::size_t peer = 0; peer < listed(); ++peer)
+    if (!out_[peer].queue.empty()) flush(peer, now);
 }
 
 void TcpData::drop_unstarted_payloads() {
@@ -409,6 +419,11 @@ void TcpData::read(Incoming& in) {
       refuse(in, std::string("tcp data connection: ") + e.what());
       return;
     }
+    // A few small messages, less than there was room for: the socket is
+    // empty now (the next poll says when more comes), and a recv to learn
+    // it would be one system call more per wake-up. A stream of chunks is
+    // read on while the sender keeps writing.
+    if (static_cast<std::size_t>(got) < std::min(room, kSmallRead)) return;
   }
 }
 

@@ -115,6 +115,10 @@ class TcpData {
   // connection takes now.
   void send(std::size_t peer, const std::vector<std::uint8_t>& header,
             std::optional<collective::Bytes> payload);
+  // While held, send only queues; hold(false) writes what every peer's
+  // connection takes now, several messages in one write (a peer is woken
+  // once for all of them).
+  void hold(bool on);
   // Messages queued for `peer` and not yet written whole, and whether the
   // last of them has a payload (the ring's rules for control messages).
   [[nodiscard]] std::size_t queued(std::size_t peer) const noexcept;
@@ -201,6 +205,7 @@ class TcpData {
   std::vector<std::unique_ptr<Incoming>> in_;
   std::vector<TcpSwitch> switches_;
   std::vector<std::pair<Role, std::size_t>> polled_;  // what add_poll_items appended
+  bool held_ = false;                                 // hold(true): send only queues
   std::uint64_t next_nonce_;
   TcpCounters counters_;
 };

@@ -193,6 +193,23 @@ void ZmqRing::enqueue(std::size_t peer, RingHeader header,
   outbox.push_back(std::move(out));
 }
 
+// Only the TCP connections hold their writes: ZeroMQ's I/O thread already
+// writes what a peer's socket queued meanwhile in one go.
+void ZmqRing::hold_sends() noexcept {
+  if (tcp_) tcp_->hold(true);
+}
+
+void ZmqRing::release_sends() noexcept {
+  if (!tcp_) return;
+  try {
+    tcp_->hold(false);
+    send_switches();  // a connection may have failed on the way
+  } catch (const std::exception&) {
+    // Only a ZeroMQ context that is ending throws here; the ring thread
+    // learns of that at its next poll.
+  }
+}
+
 // The markers go on ZeroMQ whatever waits there: they are never dropped.
 void ZmqRing::send_switches() {
   if (!tcp_) return;

@@ -155,6 +155,8 @@ class ZmqRing final : public collective::RingLink {
   void put_back(std::vector<collective::Message> messages) override;
   void summaries_known() override { summaries_known_ = true; }
   void wake() noexcept override { wakeup_.signal(); }
+  void hold_sends() noexcept override;
+  void release_sends() noexcept override;
 
   // "node 'b' (tcp://...)": a listed node.
   [[nodiscard]] std::string label(std::size_t listed) const;
@@ -198,6 +200,9 @@ class ZmqRing final : public collective::RingLink {
 
   // How often poll_once reads the sockets' monitors.
   static constexpr std::chrono::milliseconds kMonitorLook{20};
+  // How many times in a row poll_once may hand over what a TCP connection
+  // already brought without polling.
+  static constexpr int kTakenWithoutPoll = 8;
 
   std::size_t listed() const noexcept { return options_.names.size(); }
   // The listed index of ring position `position` (of the op, during one).
@@ -258,6 +263,7 @@ class ZmqRing final : public collective::RingLink {
   std::unique_ptr<TcpData> tcp_;              // the TCP connections; none when off
   Wakeup wakeup_;                             // wake(): polled by poll_once
   bool woken_ = false;                        // wake() came; recv_until returns
+  int taken_without_poll_ = 0;                // poll_once's hand-overs since its last poll
   collective::Deadline next_monitor_look_{};  // when poll_once reads the monitors next
   std::vector<std::array<std::uint8_t, 32>> member_keys_;  // CurveZMQ: per node, binary
   std::deque<std::pair<std::uint64_t, collective::Message>>

@@ -294,18 +294,31 @@ struct Received {
 inline const std::vector<std::size_t> kSizes = {0,        1, 7, 4096, 65537, (1u << 20) + 3,
                                                 4u << 20, 0, 13};
 
+// Called on a node's thread inside its SendBatch, before its sends
+// (sent false) and after them (sent true).
+using WhileHeld = std::function<void(std::size_t node, bool sent)>;
+
 // Every node sends kSizes to its successor, then receives as many from its
 // predecessor; then it waits (receiving) until every node has got its own,
-// so that nothing arrives unexpected.
+// so that nothing arrives unexpected. With while_held the sends are made in
+// a SendBatch.
 template <class L>
-std::vector<Received> exchange_sizes(L& links) {
+std::vector<Received> exchange_sizes(L& links, const WhileHeld& while_held = {}) {
   const std::size_t nodes = links.nodes();
   std::vector<Received> got(nodes);
   std::atomic<std::size_t> done{0};
   check_no_failure(run_op(links, [&](std::size_t n, RingLink& link, std::barrier<>&) {
-    for (std::size_t i = 0; i < kSizes.size(); ++i) {
-      auto bytes = std::make_shared<std::vector<std::uint8_t>>(payload_of(n, i, kSizes[i]));
-      link.send(tag_of(n, i), Bytes::take(std::move(bytes)));
+    {
+      std::optional<zring::collective::SendBatch> batch;
+      if (while_held) {
+        batch.emplace(link);
+        while_held(n, false);
+      }
+      for (std::size_t i = 0; i < kSizes.size(); ++i) {
+        auto bytes = std::make_shared<std::vector<std::uint8_t>>(payload_of(n, i, kSizes[i]));
+        link.send(tag_of(n, i), Bytes::take(std::move(bytes)));
+      }
+      if (while_held) while_held(n, true);
     }
     const auto deadline = Clock::now() + scaled(10s);
     for (std::size_t i = 0; i < kSizes.size(); ++i) {

@@ -73,6 +73,24 @@ BOOST_AUTO_TEST_CASE(messages_go_on_connections_of_their_own_whole_and_in_order)
   }
 }
 
+// What a node sends inside a SendBatch stays queued until the batch ends
+// (its connection writes nothing of it before), then goes whole and in order.
+BOOST_AUTO_TEST_CASE(sends_held_by_a_batch_leave_when_it_ends_whole_and_in_order) {
+  ZmqLinks links(3);
+  BOOST_TEST_REQUIRE(links.wait_for_tcp());
+  std::vector<std::uint64_t> at_hold(3), after_sends(3);
+  check_exchange(exchange_sizes(links, [&](std::size_t n, bool sent) {
+    const std::uint64_t bytes = links.ring(n).tcp_counters()->bytes_sent;
+    (sent ? after_sends : at_hold)[n] = bytes;
+  }));
+  for (std::size_t n = 0; n < 3; ++n) {
+    BOOST_TEST_CONTEXT("node " << n) {
+      BOOST_TEST(after_sends[n] == at_hold[n]);
+      BOOST_TEST(links.ring(n).counters().dropped == 0u);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(tcp_data_off_keeps_every_message_on_zeromq) {
   ZmqOnlyLinks links(2);
   check_exchange(exchange_sizes(links));
