@@ -23,7 +23,12 @@ Daemon::Daemon(RingConfig config, std::string config_path, std::optional<std::st
           zmq_, config_,
           [this](OpDone done) {
             boost::asio::post(io_, [this, done = std::move(done)]() mutable {
+              std::optional<RingState> state = std::move(done.state);
               ipc_.on_op_done(std::move(done));
+              if (state) {  // after the op's answer: its traffic counts to it
+                ipc_.on_ring_state(*state);
+                notify_ring_state(*state);
+              }
             });
           },
           [this](RingState state) {

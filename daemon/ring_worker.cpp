@@ -213,6 +213,10 @@ std::optional<OpJob> RingWorker::take_ready_job() {
 }
 
 void RingWorker::report_state() {
+  if (std::optional<RingState> state = changed_state()) on_state_(*state);
+}
+
+std::optional<RingState> RingWorker::changed_state() {
   Ring& r = *ring_;
   RingState state;
   state.up = r.ring.up();
@@ -230,9 +234,9 @@ void RingWorker::report_state() {
   state.last_change = membership.last_change();
   // Also reported when only the byte counts moved: the io thread attributes
   // the traffic between two reports to the op that finished between them.
-  if (state == r.reported) return;
+  if (state == r.reported) return std::nullopt;
   r.reported = state;
-  on_state_(state);
+  return state;
 }
 
 void RingWorker::execute(OpJob& job) {
@@ -334,6 +338,7 @@ void RingWorker::execute(OpJob& job) {
     r.ring.end_op(Status{ErrorCode::internal, text, false});
     done.failure = Status{ErrorCode::internal, text};
   }
+  done.state = changed_state();
   on_done_(std::move(done));
 }
 

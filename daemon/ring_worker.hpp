@@ -4,7 +4,8 @@
 // side hands it; between ops it keeps the ring's membership protocol going.
 // Jobs arrive through submit() (any thread); results leave through the
 // on_done / on_state callbacks, called on the ring thread (the daemon
-// posts them to its io_context). No exception leaves the thread: failures
+// posts them to its io_context; the state after an op rides in its
+// OpDone). No exception leaves the thread: failures
 // travel as values.
 #pragma once
 
@@ -74,34 +75,6 @@ struct OpJob {
   std::chrono::steady_clock::time_point queued;  // when submit() took it
 };
 
-struct OpDone {
-  std::uint64_t id = 0;
-  std::uint64_t op = 0;
-  // The ring that ran the op: how many nodes, and this one's position.
-  std::size_t ring_nodes = 0;
-  std::size_t ring_position = 0;
-  std::optional<Status> failure;
-  // What run_allreduce returned: the averages (manifest order), what this
-  // node put on the ring, and where the time went (the timeline). Unset
-  // when the op failed before run_allreduce; when run_allreduce threw, only
-  // output->phases.began is set.
-  std::optional<collective::OpOutput> output;
-  // When the ring thread answered the job's board_answers (the op succeeded).
-  std::optional<std::chrono::steady_clock::time_point> answered_on_board;
-};
-
-// The answer to one local rank's request of a successful op (done.output
-// set): on its buffer's board, or as a message with the averages.
-wire::Result result_of(const OpDone& done, std::uint64_t request, std::size_t local_rank,
-                       std::size_t local_ranks, std::uint64_t dense_bytes, bool in_shared_buffer);
-
-// Answers a successful op's ranks on their boards: the averages first copied
-// into every buffer that does not hold them, then every answer. They may sit
-// in one of those buffers, whose client refills it as soon as it has its
-// answer.
-void answer_boards(const OpDone& done, const std::vector<BoardAnswer>& boards,
-                   std::size_t local_ranks, std::uint64_t dense_bytes);
-
 // The ring's health as the ring thread sees it, reported to the io thread.
 struct RingState {
   bool up = false;
@@ -121,6 +94,38 @@ struct RingState {
 
   bool operator==(const RingState&) const = default;
 };
+
+struct OpDone {
+  std::uint64_t id = 0;
+  std::uint64_t op = 0;
+  // The ring that ran the op: how many nodes, and this one's position.
+  std::size_t ring_nodes = 0;
+  std::size_t ring_position = 0;
+  std::optional<Status> failure;
+  // What run_allreduce returned: the averages (manifest order), what this
+  // node put on the ring, and where the time went (the timeline). Unset
+  // when the op failed before run_allreduce; when run_allreduce threw, only
+  // output->phases.began is set.
+  std::optional<collective::OpOutput> output;
+  // When the ring thread answered the job's board_answers (the op succeeded).
+  std::optional<std::chrono::steady_clock::time_point> answered_on_board;
+  // The ring's state after the op when it changed (it does after every op
+  // that moved bytes: the counters), handed over with the answer, so that
+  // the io thread is woken once per op, not twice.
+  std::optional<RingState> state;
+};
+
+// The answer to one local rank's request of a successful op (done.output
+// set): on its buffer's board, or as a message with the averages.
+wire::Result result_of(const OpDone& done, std::uint64_t request, std::size_t local_rank,
+                       std::size_t local_ranks, std::uint64_t dense_bytes, bool in_shared_buffer);
+
+// Answers a successful op's ranks on their boards: the averages first copied
+// into every buffer that does not hold them, then every answer. They may sit
+// in one of those buffers, whose client refills it as soon as it has its
+// answer.
+void answer_boards(const OpDone& done, const std::vector<BoardAnswer>& boards,
+                   std::size_t local_ranks, std::uint64_t dense_bytes);
 
 class RingWorker {
  public:
@@ -148,6 +153,9 @@ class RingWorker {
   void loop();
   std::optional<OpJob> take_ready_job();
   void report_state();
+  // The ring's state when it changed since the last one reported (and then
+  // it counts as reported).
+  std::optional<RingState> changed_state();
   void execute(OpJob& job);
   void answer_on_boards(const OpJob& job, OpDone& done) const;
   void answer_queued(const Status& failure);  // with mutex_ held
