@@ -29,6 +29,8 @@ constexpr std::size_t kMaxHeld = 1024;
 constexpr std::size_t kSpareIncoming = 8;
 // Frames written with one sendmsg.
 constexpr std::size_t kMaxIov = 64;
+// What hold(false) writes to each peer before writing the rest to any.
+constexpr std::size_t kFirstWrite = 64 * 1024;
 // A read of fewer bytes than this and than there was room for emptied the socket.
 constexpr std::size_t kSmallRead = 16 * 1024;
 
@@ -158,9 +160,11 @@ void TcpData::send(std::size_t peer, const std::vector<std::uint8_t>& header,
 void TcpData::hold(bool on) {
   held_ = on;
   if (on) return;
+  // Every peer's first messages (its summary) before any peer's bulk.
   const Deadline now = Clock::now();
-  for (std::size_t peer = 0; peer < listed(); ++peer)
-    if (!out_[peer].queue.empty()) flush(peer, now);
+  for (const std::size_t budget : {kFirstWrite, std::numeric_limits<std::size_t>::max()})
+    for (std::size_t peer = 0; peer < listed(); ++peer)
+      if (!out_[peer].queue.empty()) flush(peer, now, budget);
 }
 
 void TcpData::drop_unstarted_payloads() {
@@ -173,22 +177,31 @@ void TcpData::drop_unstarted_payloads() {
 }
 
 // Writes what the connection takes now, several messages a call.
-void TcpData::flush(std::size_t peer, Deadline now) {
+void TcpData::flush(std::size_t peer, Deadline now, std::size_t budget) {
   Outgoing& o = out_[peer];
-  while (o.fd >= 0 && o.connected && !o.queue.empty()) {
+  std::size_t flushed = 0;
+  while (o.fd >= 0 && o.connected && !o.queue.empty() && flushed < budget) {
     iovec iov[kMaxIov];
     std::size_t n = 0;
-    for (std::size_t i = 0; i < o.queue.size() && n + 2 <= kMaxIov; ++i) {
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < o.queue.size() && n + 2 <= kMaxIov && flushed + bytes < budget;
+         ++i) {
       const Queued& q = o.queue[i];
+      // A piece, cut to what the budget leaves (the rest goes in a later write).
+      const auto add = [&](const std::uint8_t* at, std::size_t size) {
+        if (flushed + bytes >= budget) return;
+        size = std::min(size, budget - flushed - bytes);
+        iov[n++] = {const_cast<std::uint8_t*>(at), size};
+        bytes += size;
+      };
       std::size_t skip = q.written;
       if (skip < q.head.size()) {
-        iov[n++] = {const_cast<std::uint8_t*>(q.head.data()) + skip, q.head.size() - skip};
+        add(q.head.data() + skip, q.head.size() - skip);
         skip = 0;
       } else {
         skip -= q.head.size();
       }
-      if (q.payload.size() > skip)
-        iov[n++] = {const_cast<std::uint8_t*>(q.payload.data()) + skip, q.payload.size() - skip};
+      if (q.payload.size() > skip) add(q.payload.data() + skip, q.payload.size() - skip);
     }
     msghdr msg{};
     msg.msg_iov = iov;
@@ -201,6 +214,7 @@ void TcpData::flush(std::size_t peer, Deadline now) {
       return;
     }
     counters_.bytes_sent += static_cast<std::uint64_t>(sent);
+    flushed += static_cast<std::size_t>(sent);
     for (std::size_t left = static_cast<std::size_t>(sent); left != 0;) {
       Queued& q = o.queue.front();
       const std::size_t take = std::min(left, q.size() - q.written);

@@ -43,6 +43,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -183,7 +184,10 @@ class TcpData {
   void connect(std::size_t peer, Deadline now);
   void connected(std::size_t peer);
   void fail(std::size_t peer, Deadline now);
-  void flush(std::size_t peer, Deadline now);
+  // Writes what the connection takes now: everything queued, or, with a
+  // budget, about that many bytes (at least one message's worth).
+  void flush(std::size_t peer, Deadline now,
+             std::size_t budget = std::numeric_limits<std::size_t>::max());
   void accept_all(Deadline now);
   void read(Incoming& in);
   void read_hello(Incoming& in);
