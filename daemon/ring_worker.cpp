@@ -59,6 +59,7 @@ struct RingWorker::Ring {
   collective::Workspace workspace;                 // buffers reused from op to op
   std::optional<Clock::time_point> waiting_since;  // the front job waits for the ring
   RingState reported;
+  Clock::time_point bytes_reported{};  // when report_state last reported
 };
 
 RingWorker::RingWorker(zmq::context_t& context, const RingConfig& config,
@@ -212,11 +213,20 @@ std::optional<OpJob> RingWorker::take_ready_job() {
   return std::nullopt;
 }
 
+// Between ops the byte counts move with every heartbeat and with the next
+// op's messages that come before its request: a report of those alone
+// would wake the io thread for nothing new, so they wait for the op's
+// answer (changed_state, from execute) or kBytesEvery.
 void RingWorker::report_state() {
-  if (std::optional<RingState> state = changed_state()) on_state_(*state);
+  Ring& r = *ring_;
+  const auto now = Clock::now();
+  std::optional<RingState> state = changed_state(now < r.bytes_reported + kBytesEvery);
+  if (!state) return;
+  r.bytes_reported = now;
+  on_state_(*state);
 }
 
-std::optional<RingState> RingWorker::changed_state() {
+std::optional<RingState> RingWorker::changed_state(bool bytes_may_wait) {
   Ring& r = *ring_;
   RingState state;
   state.up = r.ring.up();
@@ -235,6 +245,12 @@ std::optional<RingState> RingWorker::changed_state() {
   // Also reported when only the byte counts moved: the io thread attributes
   // the traffic between two reports to the op that finished between them.
   if (state == r.reported) return std::nullopt;
+  if (bytes_may_wait) {
+    RingState bytes_as_reported = state;
+    bytes_as_reported.counters.bytes_sent = r.reported.counters.bytes_sent;
+    bytes_as_reported.counters.bytes_received = r.reported.counters.bytes_received;
+    if (bytes_as_reported == r.reported) return std::nullopt;
+  }
   r.reported = state;
   return state;
 }
@@ -338,7 +354,7 @@ void RingWorker::execute(OpJob& job) {
     r.ring.end_op(Status{ErrorCode::internal, text, false});
     done.failure = Status{ErrorCode::internal, text};
   }
-  done.state = changed_state();
+  done.state = changed_state(false);
   on_done_(std::move(done));
 }
 

@@ -154,8 +154,11 @@ class RingWorker {
   std::optional<OpJob> take_ready_job();
   void report_state();
   // The ring's state when it changed since the last one reported (and then
-  // it counts as reported).
-  std::optional<RingState> changed_state();
+  // it counts as reported); with bytes_may_wait, not when only the byte
+  // counts moved.
+  std::optional<RingState> changed_state(bool bytes_may_wait);
+  // How long report_state lets a change of the byte counts alone wait.
+  static constexpr std::chrono::seconds kBytesEvery{1};
   void execute(OpJob& job);
   void answer_on_boards(const OpJob& job, OpDone& done) const;
   void answer_queued(const Status& failure);  // with mutex_ held
