@@ -279,11 +279,15 @@ DaemonChannel::Waited DaemonChannel::wait_reply(std::chrono::milliseconds wait,
     if (!staged->complete()) staged->sleep(std::min(left, kSlice));
   }
   // Asleep on the board, woken by its answer, looking at the socket (an
-  // error, a keepalive, zringd gone) between slices.
-  while (board.board) {
+  // error, a keepalive, zringd gone) between slices. The first slice comes
+  // before the first look: most answers come within it, and a look is five
+  // system calls (the DEALER's and the monitor's events, a poll); an error
+  // or a zringd that went away is seen a slice later at most.
+  for (bool slept = false; board.board; slept = true) {
     const std::uint32_t seen = board.board->published_seq.load(std::memory_order_acquire);
     if (board.board->answer_to(board.id)) return Waited::on_board;
-    if (const auto got = look(std::chrono::milliseconds(0))) return *got;
+    if (slept)
+      if (const auto got = look(std::chrono::milliseconds(0))) return *got;
     const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now());
     if (left.count() <= 0) return Waited::silence;
     transport::StagingBoard::sleep_while(board.board->published_seq, seen, std::min(left, kSlice));
