@@ -250,9 +250,10 @@ void IpcServer::on_op_done(OpDone done) {
   for (const Request& r : requests) assembled = std::max(assembled, r.at);
   stats_.op_succeeded(op_name(requests.front().manifest), dense, config_.nodes.size(),
                       std::chrono::duration<double>(Clock::now() - assembled).count());
-  log_debug("op " + std::to_string(done.op) + " done: " + op_name(requests.front().manifest) +
-            ", " + std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
-            std::to_string(done.output->stats.bytes_sent) + " bytes on the ring");
+  if (log_level() >= LogLevel::debug)
+    log_debug("op " + std::to_string(done.op) + " done: " + op_name(requests.front().manifest) +
+              ", " + std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
+              std::to_string(done.output->stats.bytes_sent) + " bytes on the ring");
   // The ring thread answered them already when they all wait on boards.
   if (!done.answered_on_board) reply_results(requests, done, dense);
   record(requests, done);

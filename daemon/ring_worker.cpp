@@ -323,16 +323,18 @@ void RingWorker::execute(OpJob& job) {
         collective::run_allreduce(r.ring, context, input, r.residuals, r.workspace);
     r.ring.count_drops(out.stats.dropped, out.stats.last_drop);
     r.ring.end_op(std::nullopt);
-    const auto us = [](Clock::duration d) {
-      return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
-    };
-    const collective::OpOutput::Phases& p = out.phases;
-    log_debug("op " + std::to_string(done.op) + ": ring part took " + us(p.finished - started) +
-              " us (prepare " + us(p.prepared - p.began) + ", summaries " +
-              us(p.summarized - p.began) + ", data " + us(p.finished - p.summarized) + ") for " +
-              std::to_string(out.stats.bytes_sent) + " bytes sent");
     done.output = std::move(out);
     answer_on_boards(job, done);
+    if (log_level() >= LogLevel::debug) {  // the line is built only when it is written
+      const auto us = [](Clock::duration d) {
+        return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+      };
+      const collective::OpOutput::Phases& p = done.output->phases;
+      log_debug("op " + std::to_string(done.op) + ": ring part took " + us(p.finished - started) +
+                " us (prepare " + us(p.prepared - p.began) + ", summaries " +
+                us(p.summarized - p.began) + ", data " + us(p.finished - p.summarized) + ") for " +
+                std::to_string(done.output->stats.bytes_sent) + " bytes sent");
+    }
   } catch (const collective::AgreedFailure& e) {
     r.ring.end_op(Status{e.code(), e.what(), true});
     done.failure = Status{e.code(), e.what()};
