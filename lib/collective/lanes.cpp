@@ -27,8 +27,23 @@ void HalfLane::decode(const std::uint8_t* in, std::size_t n, float* out) const n
 
 void HalfLane::decode_add(const std::uint8_t* in, std::size_t n, const float* local,
                           float* out) const noexcept {
-  decode(in, n, out);
-  for (std::size_t i = 0; i < n; ++i) out[i] += local[i];
+  if (!round_local) {
+    decode(in, n, out);
+    for (std::size_t i = 0; i < n; ++i) out[i] += local[i];
+    return;
+  }
+  // Batch by batch, each batch's local values read before its sums are
+  // written: out may be the local values themselves (an op in place).
+  std::uint16_t tmp[kBatch];
+  float rounded[kBatch];
+  for (std::size_t i = 0; i < n; i += kBatch) {
+    const std::size_t m = std::min(kBatch, n - i);
+    words.encode(local + i, m, tmp);
+    words.decode(tmp, m, rounded);
+    std::memcpy(tmp, in + 2 * i, 2 * m);
+    words.decode(tmp, m, out + i);
+    for (std::size_t j = 0; j < m; ++j) out[i + j] += rounded[j];
+  }
 }
 
 }  // namespace zring::collective

@@ -41,10 +41,15 @@ struct FloatLane {
 
 // float32 partial sums sent as 16-bit words (IEEE half or bfloat16, the
 // method's words in its row of codec/methods.cpp): every hop rounds.
+// With round_local the local values are the raw float32 input: decode_add
+// rounds them to the words and back as it adds them (encode needs no
+// change: rounding a rounded value changes nothing), so that a node's
+// contribution is not made whole before the op can begin.
 struct HalfLane {
   using Acc = float;
   static constexpr bool kRounds = true;
   codec::SixteenBitFormat words;
+  bool round_local = false;
   [[nodiscard]] HalfLane carrying(std::size_t /*nodes*/) const noexcept { return *this; }
   [[nodiscard]] std::size_t wire_bytes(std::size_t n) const noexcept { return n * 2; }
   void encode(const float* acc, std::size_t n, std::uint8_t* out) const noexcept;

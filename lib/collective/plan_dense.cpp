@@ -25,12 +25,14 @@ class DensePlan final : public MethodPlan {
 
   // A small op's contribution rides behind the summary (gather_allreduce.hpp).
   // A larger one's is made here too (on the helper, for a large op), so that
-  // its first messages can go with the summary (send_ahead); one float32
-  // rank's is its own buffer, read as its values arrive (streams_input).
+  // its first messages can go with the summary (send_ahead); one rank's is
+  // its own buffer, read as its values arrive (streams_input).
   void prepare(NodeSummary& summary) override {
     const std::size_t n = in_.elements();
     if (!gather_.on()) {
-      local_ = local_sum(n);
+      // One rank streamed is read where it is (a 16-bit one rounded as
+      // the ring adds it: HalfLane::round_local).
+      local_ = streams_input() ? in_.x[0] : local_sum(n);
       return;
     }
     // A copy: the result may be written over the input while ZeroMQ still
@@ -50,14 +52,15 @@ class DensePlan final : public MethodPlan {
       sent_ahead_ = ring_allreduce_send_ahead(in_.link, FloatLane{}, local_, n, in_.op.ring,
                                               in_.stats, local_owner(), in_.input.staging);
     } else {
-      sent_ahead_ = ring_allreduce_send_ahead(in_.link, HalfLane{words_}, local_, n, in_.op.ring,
+      sent_ahead_ = ring_allreduce_send_ahead(in_.link, half_lane(), local_, n, in_.op.ring,
                                               in_.stats, nullptr, in_.input.staging);
     }
   }
 
-  // One float32 rank without feedback is summed where it arrives.
+  // One rank without feedback is summed where it arrives (a 16-bit one
+  // rounded on the way).
   bool streams_input() const override {
-    return !gather_.on() && floats_ && in_.input.ranks.size() == 1 && !in_.feedback();
+    return !gather_.on() && in_.input.ranks.size() == 1 && !in_.feedback();
   }
 
   // One float32 rank returns its input as the node's sum after staging.
@@ -72,7 +75,7 @@ class DensePlan final : public MethodPlan {
       if (floats_) {
         gather_allreduce(FloatLane{}, in_.link.nodes(), all.data(), result, n, world);
       } else {
-        gather_allreduce(HalfLane{words_}, in_.link.nodes(), all.data(), result, n, world);
+        gather_allreduce(HalfLane{words_, false}, in_.link.nodes(), all.data(), result, n, world);
       }
       if (in_.input.staging) in_.input.staging->publish_prefix(n);
       return;
@@ -81,12 +84,14 @@ class DensePlan final : public MethodPlan {
       ring_allreduce(in_.link, FloatLane{}, local_, result, n, in_.op.ring, in_.stats, world,
                      local_owner(), in_.input.staging, sent_ahead_);
     } else {
-      ring_allreduce(in_.link, HalfLane{words_}, local_, result, n, in_.op.ring, in_.stats, world,
+      ring_allreduce(in_.link, half_lane(), local_, result, n, in_.op.ring, in_.stats, world,
                      nullptr, in_.input.staging, sent_ahead_);
     }
   }
 
  private:
+  HalfLane half_lane() const { return HalfLane{words_, streams_input()}; }
+
   // Values straight from rank 0's buffer are sent from there (streamed: each
   // range once it is there).
   std::shared_ptr<const void> local_owner() const {
