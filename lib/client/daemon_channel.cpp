@@ -222,7 +222,7 @@ std::optional<DaemonChannel::Waited> DaemonChannel::look(std::chrono::millisecon
     wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(decides_by - Clock::now()),
                       std::chrono::milliseconds(0), wait);
   if (transport::poll_items(items, count, wait) > 0) {
-    if (count == 3 && items[2].revents != 0) read_request_stream();
+    if (count == 3 && items[2].revents != 0) read_request_stream(true);
     if ((items[0].revents & ZMQ_POLLIN) || !stream_answers_.empty()) return Waited::reply;
   }
   switch (watch_.check()) {
@@ -244,7 +244,7 @@ std::optional<DaemonChannel::Waited> DaemonChannel::look(std::chrono::millisecon
 
 // Whole answers the request socket brought; its end (zringd went away) or
 // anything it cannot read closes it, and the DEALER carries on.
-void DaemonChannel::read_request_stream() {
+void DaemonChannel::read_request_stream(bool stop_when_short) {
   while (requests_fd_ >= 0) {
     const auto [at, room] = stream_reader_->room();
     const ssize_t got = ::recv(requests_fd_, at, room, MSG_DONTWAIT);
@@ -261,6 +261,10 @@ void DaemonChannel::read_request_stream() {
     } catch (const Error&) {
       close_request_stream();
     }
+    // Less than there was room for: the socket was empty, and a recv to
+    // learn it would be one system call more per answer (its end, if it
+    // came meanwhile, the next poll reports).
+    if (stop_when_short && static_cast<std::size_t>(got) < room) return;
   }
 }
 

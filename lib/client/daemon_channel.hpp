@@ -133,8 +133,9 @@ class DaemonChannel {
   // How long a client waits for zringd to take its request socket connection.
   static constexpr std::chrono::milliseconds kStreamTaken{2000};
   void close_request_stream() noexcept;
-  // Reads what the request socket brought (answers into stream_answers_).
-  void read_request_stream();
+  // Reads what the request socket brought (answers into stream_answers_),
+  // to its end, or with stop_when_short until a read finds less than room.
+  void read_request_stream(bool stop_when_short = false);
   std::optional<Waited> look(std::chrono::milliseconds wait);
   Waited wait_reply(std::chrono::milliseconds wait, StagedTransfer* staged, Board board);
   wire::IpcMessage next_reply(Clock::time_point deadline, bool connecting, StagedTransfer* staged,
