@@ -34,7 +34,8 @@ decltype(auto) retry_interrupted(Call&& call) {
 // up, in fewer system calls: libzmq's zmq_poll polls twice before it
 // sleeps (once without waiting) and asks every ZeroMQ socket for its
 // events after each poll, two system calls a socket; this asks each before
-// it sleeps and afterwards only the ones whose descriptor woke it.
+// it sleeps and afterwards only the ones whose descriptor woke it. A
+// negative timeout waits with no end, as zmq::poll's does.
 int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseconds timeout);
 
 }  // namespace zring::transport

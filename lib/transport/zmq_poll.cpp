@@ -61,7 +61,10 @@ int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseco
   for (;;) {
     const auto left =
         std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-    const int wait = ready ? 0 : static_cast<int>(std::max<std::int64_t>(left.count(), 0));
+    const int wait = ready ? 0
+                     : timeout.count() < 0
+                         ? -1  // as zmq::poll: no end
+                         : static_cast<int>(std::max<std::int64_t>(left.count(), 0));
     const int rc = ::poll(fds.data(), fds.size(), wait);
     if (rc < 0 && errno == EINTR) continue;
     if (rc < 0) throw zmq::error_t();
@@ -83,7 +86,8 @@ int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseco
       item.revents = revents;
       if (revents) ++ready;
     }
-    if (ready || rc == 0 || left.count() <= 0) return ready;  // ready, or the time is up
+    if (ready || rc == 0 || (timeout.count() >= 0 && left.count() <= 0))
+      return ready;  // ready, or the time is up
     // A ZeroMQ socket's descriptor woke the poll for commands that made
     // nothing readable: sleep again for what is left.
   }

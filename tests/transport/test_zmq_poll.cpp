@@ -90,17 +90,22 @@ BOOST_AUTO_TEST_CASE(plain_descriptors_beside_a_socket_and_the_time_running_out)
   BOOST_TEST(items[1].revents == ZMQ_POLLIN);
 }
 
+// Also with no end to the wait (a negative timeout, as zmq::poll takes it).
 BOOST_AUTO_TEST_CASE(a_message_sent_while_it_sleeps_wakes_it) {
-  Pipe pipe;
-  zmq::pollitem_t item{pipe.pull.handle(), 0, ZMQ_POLLIN, 0};
-  std::jthread sender([&] {
-    std::this_thread::sleep_for(50ms);
-    pipe.send("late");
-  });
-  const auto began = std::chrono::steady_clock::now();
-  BOOST_TEST(poll_items(&item, 1, 60s) == 1);
-  BOOST_TEST(item.revents == ZMQ_POLLIN);
-  BOOST_TEST((std::chrono::steady_clock::now() - began < 30s));  // woken, not timed out
+  for (const std::chrono::milliseconds timeout : {std::chrono::milliseconds(60s), -1ms}) {
+    BOOST_TEST_CONTEXT("timeout " << timeout.count() << " ms") {
+      Pipe pipe;
+      zmq::pollitem_t item{pipe.pull.handle(), 0, ZMQ_POLLIN, 0};
+      std::jthread sender([&] {
+        std::this_thread::sleep_for(50ms);
+        pipe.send("late");
+      });
+      const auto began = std::chrono::steady_clock::now();
+      BOOST_TEST(poll_items(&item, 1, timeout) == 1);
+      BOOST_TEST(item.revents == ZMQ_POLLIN);
+      BOOST_TEST((std::chrono::steady_clock::now() - began < 30s));  // woken, not timed out
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_hung_up_descriptor_is_reported_as_an_error) {
