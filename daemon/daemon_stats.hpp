@@ -69,9 +69,12 @@ struct DaemonStats {
     last_error_at = std::chrono::system_clock::now();
     traffic_owner = method;
   }
-  // The ring thread reports after every op and every membership change: the
-  // bytes counted since the previous report belong to the op that ended in
-  // between, if one did.
+  // The ring thread reports with every op's answer and after every
+  // membership change, and between ops a change of the byte counts alone
+  // at most once a second: the bytes counted since the previous report
+  // belong to the op that ended in between, if one did (so those between
+  // two ops less than a second apart, heartbeats and the later op's early
+  // messages, count to the later op).
   void ring_reported(const RingState& state) {
     const transport::RingCounters& now = state.counters;
     const std::uint64_t sent = now.bytes_sent - std::min(now.bytes_sent, ring.counters.bytes_sent);
