@@ -40,8 +40,7 @@ void HalfLane::decode_add(const std::uint8_t* in, std::size_t n, const float* lo
     const std::size_t m = std::min(kBatch, n - i);
     words.encode(local + i, m, tmp);
     words.decode(tmp, m, rounded);
-    std::memcpy(tmp, in + 2 * i, 2 * m);
-    words.decode(tmp, m, out + i);
+    decode(in + 2 * i, m, out + i);
     for (std::size_t j = 0; j < m; ++j) out[i + j] += rounded[j];
   }
 }
