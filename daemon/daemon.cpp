@@ -25,17 +25,11 @@ Daemon::Daemon(RingConfig config, std::string config_path, std::optional<std::st
             boost::asio::post(io_, [this, done = std::move(done)]() mutable {
               std::optional<RingState> state = std::move(done.state);
               ipc_.on_op_done(std::move(done));
-              if (state) {  // after the op's answer: its traffic counts to it
-                ipc_.on_ring_state(*state);
-                notify_ring_state(*state);
-              }
+              if (state) on_ring_state(*state);  // after the op's answer: its traffic counts to it
             });
           },
           [this](RingState state) {
-            boost::asio::post(io_, [this, state] {
-              ipc_.on_ring_state(state);
-              notify_ring_state(state);
-            });
+            boost::asio::post(io_, [this, state] { on_ring_state(state); });
           },
           [this](Status failure) {
             boost::asio::post(io_,
@@ -169,6 +163,11 @@ void Daemon::shutdown(const std::string& why, const std::optional<Status>& failu
   if (ipc_bound_) ::unlink(config_.ipc.substr(std::strlen("ipc://")).c_str());
   worker_.stop();
   io_.stop();
+}
+
+void Daemon::on_ring_state(const RingState& state) {
+  ipc_.on_ring_state(state);
+  notify_ring_state(state);
 }
 
 // READY=1 the first time the ring is up; a STATUS= line when it goes up or

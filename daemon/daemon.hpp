@@ -32,6 +32,9 @@ class Daemon {
   // `failure` when zringd stops because a part of it failed: pending
   // requests get its code and text, and run() returns 1.
   void shutdown(const std::string& why, const std::optional<Status>& failure = std::nullopt);
+  // What the ring thread reported, on the io thread: to the IPC side's
+  // stats, and to systemd (notify_ring_state).
+  void on_ring_state(const RingState& state);
   void notify_ring_state(const RingState& state);
 
   RingConfig config_;

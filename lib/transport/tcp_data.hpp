@@ -184,8 +184,8 @@ class TcpData {
   void connect(std::size_t peer, Deadline now);
   void connected(std::size_t peer);
   void fail(std::size_t peer, Deadline now);
-  // Writes what the connection takes now: everything queued, or, with a
-  // budget, about that many bytes (at least one message's worth).
+  // Writes what the connection takes now: everything queued, or with a
+  // budget at most that many bytes (a message cut where it runs out).
   void flush(std::size_t peer, Deadline now,
              std::size_t budget = std::numeric_limits<std::size_t>::max());
   void accept_all(Deadline now);
