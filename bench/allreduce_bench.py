@@ -72,6 +72,10 @@ def parse_args(argv):
     p.add_argument("--tcp-congestion",
                    help="zringd tcp_congestion (default: zringd's, cubic; 'system': the "
                         "kernel's default, as Gloo and Open MPI use)")
+    p.add_argument("--zringd-cpus", choices=("any", "spread"), default="any",
+                   help="where each zringd runs: any CPU (default), or 'spread': node n's "
+                        "zringd (all its threads) on CPU n mod the CPU count, through "
+                        "taskset, as CPUAffinity= in its systemd unit would (docs/operations.md)")
     p.add_argument("--trace", action="store_true",
                    help="after each zring method, write the daemons' timeline (zringctl trace) "
                         "to its raw directory and report the median of every phase per size")
@@ -167,6 +171,8 @@ class Bench:
         # The kernel's default congestion control shapes loopback TCP (Gloo's,
         # Open MPI's and zring's alike): BBR paces, cubic does not.
         d["tcp congestion control"] = tcp_congestion_control()
+        d["zringd cpus"] = ("node n's zringd on CPU n mod " + str(os.cpu_count())
+                            if a.zringd_cpus == "spread" else "any")
         d["ranks"] = (", ".join(map(str, a.rank_counts)) +
                       f" ({a.local_ranks} local rank{'s' if a.local_ranks > 1 else ''} per node)")
         d["peers"] = ("Gloo AllreduceRingChunked over TCP (Debian libgloo-dev), "
@@ -210,7 +216,8 @@ class Bench:
             if "zring" in a.impls:
                 largest = max(a.sizes)
                 with runners.ZringRing(series, largest, a.chunk_bytes, a.gather_bytes,
-                                       a.direct_bytes, a.tcp_data, a.tcp_congestion) as ring:
+                                       a.direct_bytes, a.tcp_data, a.tcp_congestion,
+                                       a.zringd_cpus == "spread") as ring:
                     for m in a.methods:
                         for api in a.zring_apis:
                             for layout in (("flat", "resnet50") if a.fusion else ("flat",)):

@@ -117,8 +117,9 @@ class ZringRing:
     """One zringd per node, from a ring config written into the work dir."""
 
     def __init__(self, series, largest_bytes, chunk_bytes=None, gather_bytes=None,
-                 direct_bytes=None, tcp_data=None, tcp_congestion=None):
+                 direct_bytes=None, tcp_data=None, tcp_congestion=None, spread_cpus=False):
         self.s = series
+        self.spread_cpus = spread_cpus
         self.dir = series.out_dir("zringd")
         # Unix socket paths must stay short (< 100 bytes): sockets go to /tmp.
         self.sock_dir = tempfile.mkdtemp(prefix="zrbench-ipc-")
@@ -169,8 +170,10 @@ class ZringRing:
             sock = self.ipc(n)[len("ipc://"):]
             if os.path.exists(sock):
                 os.unlink(sock)
-            argv = self.s.net.wrap(n, [self.s.bins.zringd, "--config", self.config,
-                                       "--node", f"n{n}"])
+            argv = [self.s.bins.zringd, "--config", self.config, "--node", f"n{n}"]
+            if self.spread_cpus:  # every thread of node n's zringd on one CPU
+                argv = ["taskset", "-c", str(n % (os.cpu_count() or 1))] + argv
+            argv = self.s.net.wrap(n, argv)
             self.group.spawn(f"zringd n{n}", argv, os.path.join(self.dir, f"n{n}.log"),
                              append=True)
         self._wait_up(60.0)
