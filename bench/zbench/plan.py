@@ -70,8 +70,8 @@ def ops_for(size, quick=False):
         return (3, 10)
     if size <= 16 * MIB:
         return (2, 8)
-    if size <= 64 * MIB:
-        return (2, 7) if not quick else (1, 3)
+    if size <= 64 * MIB:  # fresh daemons' first ops of this size fault memory in: two warm-ups
+        return (2, 7) if not quick else (2, 3)
     return (1, 4)
 
 
