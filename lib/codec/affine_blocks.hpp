@@ -31,15 +31,6 @@ inline bool is_finite_grid(AffineGrid g) noexcept {
   return std::isfinite(g.offset) && std::isfinite(g.step);
 }
 
-// True when any of the n values is inf or nan: the largest |x| bit pattern
-// reaches inf's. An integer max reduction, which vectorises.
-inline bool any_nonfinite(const float* x, std::size_t n) noexcept {
-  std::uint32_t largest = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    largest = std::max(largest, std::bit_cast<std::uint32_t>(x[i]) & 0x7fffffffu);
-  return largest >= 0x7f800000u;
-}
-
 // True when the bits of the stream past its last code are not zero.
 inline bool has_stray_bits(const std::uint8_t* stream, std::size_t n, unsigned bits) noexcept {
   const std::size_t used = (n * bits) % 8;

@@ -34,18 +34,22 @@ inline float scale_of(const float* stats, std::size_t n, std::size_t contributor
 // The hot loops, as free functions so they can be built for two vector
 // widths (vector_clones.hpp).
 
-// Sum of |x| in eight double accumulators: independent chains that the
-// compiler vectorises, in an order fixed by the source (so the sum is the
-// same on every build), and no overflow for any finite input.
+// Sum of |x| in 32 double accumulators: independent chains, enough of them
+// that the adds' latency does not bound the loop at any vector width (8
+// were: one chain of 8-wide adds with AVX-512), summed in an order fixed by
+// the source (so the sum is the same on every build), and no overflow for
+// any finite input. An inf or nan among the values makes it inf or nan.
 ZRING_VECTOR_CLONES double sum_magnitudes(const float* x, std::size_t n) noexcept {
-  constexpr std::size_t kLanes = 8;
+  constexpr std::size_t kLanes = 32;
   double lane[kLanes] = {};
   std::size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (std::size_t l = 0; l < kLanes; ++l) lane[l] += std::fabs(x[i + l]);
   }
   for (std::size_t l = 0; i < n; ++i, ++l) lane[l] += std::fabs(x[i]);
-  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  for (std::size_t width = kLanes / 2; width != 0; width /= 2)
+    for (std::size_t l = 0; l < width; ++l) lane[l] += lane[l + width];
+  return lane[0];
 }
 
 ZRING_VECTOR_CLONES void sign_codes(const float* x, std::size_t n, std::uint32_t* codes) noexcept {
@@ -67,8 +71,10 @@ class SignCodec final : public AffineCodec {
 
   // {sum |x|}, or nan when the block holds inf or nan.
   void block_stats(const float* x, std::size_t n, float* stats) const noexcept override {
+    // Finite values cannot make the double sum overflow: it is finite
+    // exactly when every value is (one pass, not a second one to check).
     const double sum = sum_magnitudes(x, n);
-    stats[0] = detail::any_nonfinite(x, n) ? detail::kNan : static_cast<float>(sum);
+    stats[0] = std::isfinite(sum) ? static_cast<float>(sum) : detail::kNan;
   }
 
   void combine_stats(float* acc, const float* other) const noexcept override {
