@@ -35,8 +35,8 @@ inline float scale_of(const float* stats, std::size_t n, std::size_t contributor
 // widths (vector_clones.hpp).
 
 // Sum of |x| in 32 double accumulators: independent chains, enough of them
-// that the adds' latency does not bound the loop at any vector width (8
-// were: one chain of 8-wide adds with AVX-512), summed in an order fixed by
+// that the adds' latency does not bound the loop (8 were: two chains of
+// 4-wide adds with AVX2, each add waiting for the last), summed in an order fixed by
 // the source (so the sum is the same on every build), and no overflow for
 // any finite input. An inf or nan among the values makes it inf or nan.
 ZRING_VECTOR_CLONES double sum_magnitudes(const float* x, std::size_t n) noexcept {
