@@ -72,6 +72,10 @@ def parse_args(argv):
     p.add_argument("--tcp-congestion",
                    help="zringd tcp_congestion (default: zringd's, cubic; 'system': the "
                         "kernel's default, as Gloo and Open MPI use)")
+    p.add_argument("--gloo-algorithm", choices=("ring_chunked", "allreduce"),
+                   default="ring_chunked",
+                   help="the Gloo peer: AllreduceRingChunked (default), or gloo::allreduce, "
+                        "which torch.distributed's gloo backend calls (faster for small ops)")
     p.add_argument("--zringd-cpus", choices=("any", "spread"), default="any",
                    help="where each zringd runs: any CPU (default), or 'spread': node n's "
                         "zringd (all its threads) on CPU n mod the CPU count, through "
@@ -175,7 +179,9 @@ class Bench:
                             if a.zringd_cpus == "spread" else "any")
         d["ranks"] = (", ".join(map(str, a.rank_counts)) +
                       f" ({a.local_ranks} local rank{'s' if a.local_ranks > 1 else ''} per node)")
-        d["peers"] = ("Gloo AllreduceRingChunked over TCP (Debian libgloo-dev), "
+        gloo_text = ("gloo::allreduce" if a.gloo_algorithm == "allreduce"
+                     else "AllreduceRingChunked")
+        d["peers"] = (f"Gloo {gloo_text} over TCP (Debian libgloo-dev), "
                       f"{runners.mpi_version()} MPI_Allreduce with --mca btl tcp,self")
         for impl, why in self.unavailable.items():
             d[f"{impl} unavailable"] = why
@@ -210,7 +216,8 @@ class Bench:
             self.log(f"{ranks} ranks ({nodes} nodes) on {net.describe()}; sizes "
                      f"{', '.join(plan.format_size(s) for s in a.sizes)}")
             if "gloo" in a.impls and "gloo" not in self.unavailable:
-                self.measure(series, "gloo", "none", lambda: runners.run_gloo(series))
+                self.measure(series, "gloo", "none", lambda: runners.run_gloo(
+                    series, algorithm=a.gloo_algorithm))
             if "mpi" in a.impls and "mpi" not in self.unavailable:
                 self.measure(series, "mpi", "none", lambda: runners.run_mpi(series))
             if "zring" in a.impls:

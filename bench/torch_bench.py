@@ -97,6 +97,11 @@ def parse_args(argv):
     p.add_argument("--numel", default="16Mi", help="allreduce: floats in the tensor (default 16Mi)")
     p.add_argument("--iters", type=int, default=20, help="allreduce: timed ops per path (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="allreduce: untimed ops first (default 3)")
+    p.add_argument("--barrier", choices=("gloo", "none"), default="gloo",
+                   help="allreduce: gloo (default): every op starts at a gloo barrier, right "
+                        "after a gloo op of the same tensor; none: each path's ops back to "
+                        "back, as a training loop issues them (each library keeps its own "
+                        "ranks in step), gloo's in a block of their own first")
     p.add_argument("--paths", default="gloo,copy,inplace,shared",
                    help="allreduce: what to time (default all: gloo, copy = zring all_reduce + "
                         "copy_, inplace = all_reduce_in_place, shared = SharedTensors)")
@@ -260,7 +265,7 @@ class TorchBench:
     def run_allreduce(self, net):
         a = self.a
         cfg = {"mode": "allreduce", "numel": a.numel, "iters": a.iters, "warmup": a.warmup,
-               "methods": a.methods, "threads": a.threads[0],
+               "methods": a.methods, "threads": a.threads[0], "barrier": a.barrier,
                "paths": [x.strip() for x in a.paths.split(",") if x.strip()]}
         before = load()
         with runners.ZringRing(self.series(net, "allreduce"), a.numel * 4) as ring:

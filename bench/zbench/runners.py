@@ -252,8 +252,9 @@ class ZringRing:
         return out
 
 
-def run_gloo(series, name="gloo"):
-    """Gloo's AllreduceRingChunked over its TCP transport, FileStore rendezvous."""
+def run_gloo(series, name="gloo", algorithm="ring_chunked"):
+    """Gloo over its TCP transport, FileStore rendezvous: AllreduceRingChunked
+    (ring_chunked) or gloo::allreduce (allreduce, what torch.distributed calls)."""
     out = series.out_dir(name)
     store = os.path.join(out, "store")
     # Gloo's FileStore refuses keys a previous run into the same --out left.
@@ -265,7 +266,8 @@ def run_gloo(series, name="gloo"):
             node = series.node_of(r)
             argv = series.net.wrap(node, [
                 series.bins.gloo_client, "--rank", str(r), "--size", str(series.ranks),
-                "--store", store, "--host", series.net.host(node), "--plan", series.plan,
+                "--store", store, "--host", series.net.host(node), "--algorithm", algorithm,
+                "--plan", series.plan,
                 "--out", os.path.join(out, f"rank-{r}.csv")])
             group.spawn(f"gloo rank {r}", argv, os.path.join(out, f"rank-{r}.log"))
         group.wait(series.timeout)

@@ -145,8 +145,10 @@ def markdown(args, meta, rows):
     out.append(f"- arguments: {' '.join(meta['args'])}")
     out.append("")
     if args.mode == "allreduce":
-        out += [f"One tensor of {args.numel} floats, {args.iters} timed ops per path, each started "
-                "at a gloo barrier; the time of an op is its slowest rank's. gloo is "
+        start = ("back to back (no barrier; each path's gloo block runs the same way just before "
+                 "it)" if getattr(args, "barrier", "gloo") == "none" else "each started at a gloo barrier")
+        out += [f"One tensor of {args.numel} floats, {args.iters} timed ops per path, {start}; "
+                "the time of an op is its slowest rank's. gloo is "
                 "torch.distributed.all_reduce (a sum, in place); zring's paths average. Every "
                 "zring op follows a gloo op (its block), so each path has a gloo reference taken "
                 "under the same load: vs gloo is the ratio to that block's gloo median; the gloo "

@@ -135,10 +135,29 @@ def run_allreduce(cfg, rank, out_dir):
         dist.all_reduce(t)
         return now() - t0
 
+    back_to_back = cfg.get("barrier") == "none"
+
+    def timed_back_to_back(path, op, restore):
+        """Times `path` as a loop issues it: no barrier, the input restored
+        (untimed) between ops; with gloo first, a block of gloo ops the same way."""
+        blocks = [(path, op, restore)]
+        if with_gloo:
+            blocks.insert(0, ("gloo", lambda: dist.all_reduce(t), restore_t))
+        for name, run, restore_input in blocks:
+            for i in range(cfg["warmup"] + cfg["iters"]):
+                restore_input()
+                t0 = now()
+                run()
+                t1 = now()
+                if i >= cfg["warmup"]:
+                    rows.append((name, path, i - cfg["warmup"], t1 - t0))
+
     def timed(path, op, restore, check=None):
         """Times `path`, every op right after a gloo op (both from a barrier),
         so each path has a gloo reference measured under the same load."""
-        for i in range(cfg["warmup"] + cfg["iters"]):
+        if back_to_back:
+            timed_back_to_back(path, op, restore)
+        for i in range(0 if back_to_back else cfg["warmup"] + cfg["iters"]):
             g_s = run_gloo() if with_gloo else None
             restore()
             dist.barrier()
