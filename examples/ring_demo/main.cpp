@@ -3,6 +3,7 @@
 // compression method, showing what compression buys.
 //
 //   zring-demo [--nodes 4] [--steps 300] [--methods none,fp16,...] [--zringd PATH]
+//              [--zringd-cpus spread|any]   (spread: node n's zringd on CPU n mod the CPUs)
 //   zring-demo --worker ENDPOINT METHOD STEPS OUT      (one training process)
 #include <signal.h>
 #include <unistd.h>
@@ -123,6 +124,7 @@ int launcher(int argc, char** argv) {
   int steps = 300;
   std::string methods = "none,fp16,quant:8,quant:4,ef:topk:1%,topk:1%,ef:sign,sign,randomk:10%";
   std::string zringd = std::string(ZRING_DEMO_ZRINGD);
+  bool spread_cpus = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i];
     if (key == "--nodes")
@@ -133,6 +135,9 @@ int launcher(int argc, char** argv) {
       methods = argv[i + 1];
     else if (key == "--zringd")
       zringd = argv[i + 1];
+    else if (key == "--zringd-cpus" &&
+             (argv[i + 1] == std::string("any") || argv[i + 1] == std::string("spread")))
+      spread_cpus = argv[i + 1] == std::string("spread");
     else {
       std::cerr << "zring-demo: unknown option " << key << "\n";
       return 2;
@@ -147,9 +152,11 @@ int launcher(int argc, char** argv) {
   options.zringd = zringd;
   options.nodes = nodes;
   options.log_level = "info";
+  options.spread_cpus = spread_cpus;
   zring::proc::LocalRing ring(options);  // stops every daemon when it goes out of scope
-  std::cout << "zring demo: " << nodes << " zringd on 127.0.0.1 (ports " << ring.port(0) << "..), "
-            << nodes << " workers training a " << ring_demo::Mlp(0).parameters()
+  std::cout << "zring demo: " << nodes << " zringd on 127.0.0.1 (ports " << ring.port(0) << "..; "
+            << (spread_cpus ? "node n's on CPU n mod the CPUs, all its threads" : "on any CPU")
+            << "), " << nodes << " workers training a " << ring_demo::Mlp(0).parameters()
             << "-parameter MLP for " << steps << " steps per method\n";
   ring.start_all();
   ring.wait_up();

@@ -3,9 +3,12 @@
 // bytes on every rank, odd sizes, empty and many-tensor ops, local ranks,
 // and the manifest-mismatch error.
 #define BOOST_TEST_MODULE daemon
+#include <sched.h>
+
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "proc/local_ring.hpp"
@@ -127,6 +130,50 @@ BOOST_AUTO_TEST_CASE(four_nodes_every_method_with_a_million_and_three) {
 }
 
 BOOST_AUTO_TEST_CASE(two_local_ranks_per_node) { every_method(2, 2, {3, 4097, 999}); }
+
+namespace {
+
+// The CPUs a thread may run on, as /proc says ("0", "0-1", ...).
+std::string cpus_allowed(const std::string& status_path) {
+  std::istringstream status(read_file(status_path));
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) return line.substr(line.find_last_of(" \t") + 1);
+  return "?";
+}
+
+}  // namespace
+
+// The demo's placement: node n's zringd, every thread of it, on the n-th of
+// this process's CPUs; the ring then works as anywhere else.
+BOOST_AUTO_TEST_CASE(spread_cpus_keeps_every_thread_of_a_node_on_its_cpu) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  BOOST_TEST_REQUIRE(::sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  std::vector<unsigned> cpus;
+  for (unsigned c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  LocalRingOptions options = ring_options(3, 1);
+  options.spread_cpus = true;
+  LocalRing ring(options);
+  ring.start_all();
+  ring.wait_up();
+  const std::vector<std::size_t> sizes{5, 70001};
+  check_run(run_clients(ring, "quant:8", 7, 1, [&](std::size_t) { return sizes; }), "quant:8", 7, 1,
+            sizes);
+  for (std::size_t n = 0; n < 3; ++n) {
+    const std::string expected = std::to_string(cpus[n % cpus.size()]);
+    const std::string tasks = "/proc/" + std::to_string(ring.daemon(n).pid()) + "/task";
+    std::size_t threads = 0;
+    for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+      ++threads;
+      const std::string got = cpus_allowed(task.path().string() + "/status");
+      BOOST_TEST(got == expected, "node " << n << " thread " << task.path().filename().string()
+                                          << " may run on CPUs " << got << ", not " << expected);
+    }
+    BOOST_TEST(threads >= 3u,
+               "node " << n << " has " << threads << " threads");  // io, ring, ZeroMQ's
+  }
+}
 
 BOOST_AUTO_TEST_CASE(empty_map_and_200_small_tensors) {
   LocalRing ring(ring_options(3, 1));

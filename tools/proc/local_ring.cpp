@@ -1,5 +1,8 @@
 #include "proc/local_ring.hpp"
 
+#include <sched.h>
+
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <zring/error.hpp>
@@ -38,11 +41,28 @@ std::string LocalRing::log(std::size_t node) const {
   return read_file(dir_.path() + "/" + name(node) + ".log");
 }
 
+namespace {
+
+// The n-th (mod their count) CPU this process may run on, or none.
+std::optional<unsigned> nth_allowed_cpu(std::size_t n) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return std::nullopt;
+  std::vector<unsigned> cpus;
+  for (unsigned c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.empty()) return std::nullopt;
+  return cpus[n % cpus.size()];
+}
+
+}  // namespace
+
 void LocalRing::start(std::size_t node) {
   daemons_.at(node).kill();
   daemons_.at(node) =
       Process::spawn({options_.zringd, "--config", config_path_, "--node", name(node)},
-                     dir_.path() + "/" + name(node) + ".log");
+                     dir_.path() + "/" + name(node) + ".log", {},
+                     options_.spread_cpus ? nth_allowed_cpu(node) : std::nullopt);
 }
 
 void LocalRing::start_all() {

@@ -20,6 +20,11 @@ struct LocalRingOptions {
   std::size_t chunk_bytes = 256 * 1024;
   std::string extra_yaml;  // appended to the config
   std::string log_level = "debug";
+  // Node n's zringd, every thread of it, on the n-th (mod their count) of
+  // the CPUs this process may use: on one machine a hand-off between a
+  // daemon's threads then never crosses CPUs (docs/operations.md, "A CPU
+  // for zringd").
+  bool spread_cpus = false;
 };
 
 // Writes a ring config into a temporary directory (free ports, one IPC

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -24,7 +25,7 @@
 namespace zring::proc {
 
 Process Process::spawn(const std::vector<std::string>& argv, const std::string& log_path,
-                       const std::vector<std::string>& env) {
+                       const std::vector<std::string>& env, std::optional<unsigned> cpu) {
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -40,6 +41,19 @@ Process Process::spawn(const std::vector<std::string>& argv, const std::string& 
       }
     }
     for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    if (cpu) {  // before exec: the threads the program makes inherit it
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(*cpu, &one);
+      if (::sched_setaffinity(0, sizeof one, &one) != 0) {
+        char line[512];  // no stdio lock in a child forked from threads
+        const int n = std::snprintf(line, sizeof line, "cannot keep %s on CPU %u (%s): any CPU\n",
+                                    argv[0].c_str(), *cpu, std::strerror(errno));
+        if (n > 0)
+          (void)!::write(STDERR_FILENO, line,
+                         std::min(static_cast<std::size_t>(n), sizeof line - 1));
+      }
+    }
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);

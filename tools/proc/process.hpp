@@ -18,9 +18,12 @@ class Process {
  public:
   Process() = default;
   // Starts argv[0] with arguments; stdout and stderr go to log_path (or are
-  // inherited when empty). Extra environment entries are "NAME=value".
+  // inherited when empty). Extra environment entries are "NAME=value". With
+  // `cpu`, the child and every thread it makes run on that CPU only (when
+  // the kernel refuses, the log says so and the child runs anywhere).
   static Process spawn(const std::vector<std::string>& argv, const std::string& log_path = "",
-                       const std::vector<std::string>& env = {});
+                       const std::vector<std::string>& env = {},
+                       std::optional<unsigned> cpu = std::nullopt);
   // As spawn, with the child's stdin and stdout connected to this process:
   // send_line() writes a line to it, read_line() reads one (with a deadline).
   static Process spawn_talking(const std::vector<std::string>& argv,
