@@ -135,10 +135,14 @@ int launcher(int argc, char** argv) {
       methods = argv[i + 1];
     else if (key == "--zringd")
       zringd = argv[i + 1];
-    else if (key == "--zringd-cpus" &&
-             (argv[i + 1] == std::string("any") || argv[i + 1] == std::string("spread")))
-      spread_cpus = argv[i + 1] == std::string("spread");
-    else {
+    else if (key == "--zringd-cpus") {
+      const std::string where = argv[i + 1];
+      if (where != "spread" && where != "any") {
+        std::cerr << "zring-demo: --zringd-cpus takes spread or any, not '" << where << "'\n";
+        return 2;
+      }
+      spread_cpus = where == "spread";
+    } else {
       std::cerr << "zring-demo: unknown option " << key << "\n";
       return 2;
     }
