@@ -78,7 +78,8 @@ def parse_args(argv):
                         "which torch.distributed's gloo backend calls (faster for small ops)")
     p.add_argument("--zringd-cpus", choices=("any", "spread"), default="any",
                    help="where each zringd runs: any CPU (default), or 'spread': node n's "
-                        "zringd (all its threads) on CPU n mod the CPU count, through "
+                        "zringd (all its threads) on the n-th (mod their count) of the CPUs "
+                        "the benchmark may use, through "
                         "taskset, as CPUAffinity= in its systemd unit would (docs/operations.md)")
     p.add_argument("--trace", action="store_true",
                    help="after each zring method, write the daemons' timeline (zringctl trace) "
@@ -175,7 +176,8 @@ class Bench:
         # The kernel's default congestion control shapes loopback TCP (Gloo's,
         # Open MPI's and zring's alike): BBR paces, cubic does not.
         d["tcp congestion control"] = tcp_congestion_control()
-        d["zringd cpus"] = ("node n's zringd on CPU n mod " + str(os.cpu_count())
+        d["zringd cpus"] = ("node n's zringd on the n-th (mod their count) of CPUs "
+                            f"{sorted(os.sched_getaffinity(0))}"
                             if a.zringd_cpus == "spread" else "any")
         d["ranks"] = (", ".join(map(str, a.rank_counts)) +
                       f" ({a.local_ranks} local rank{'s' if a.local_ranks > 1 else ''} per node)")

@@ -113,6 +113,12 @@ class Series:
         return d
 
 
+def spread_cpu(n):
+    """The n-th (mod their count) of the CPUs this process may use."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[n % len(cpus)]
+
+
 class ZringRing:
     """One zringd per node, from a ring config written into the work dir."""
 
@@ -172,7 +178,7 @@ class ZringRing:
                 os.unlink(sock)
             argv = [self.s.bins.zringd, "--config", self.config, "--node", f"n{n}"]
             if self.spread_cpus:  # every thread of node n's zringd on one CPU
-                argv = ["taskset", "-c", str(n % (os.cpu_count() or 1))] + argv
+                argv = ["taskset", "-c", str(spread_cpu(n))] + argv
             argv = self.s.net.wrap(n, argv)
             self.group.spawn(f"zringd n{n}", argv, os.path.join(self.dir, f"n{n}.log"),
                              append=True)

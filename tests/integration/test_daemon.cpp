@@ -3,8 +3,6 @@
 // bytes on every rank, odd sizes, empty and many-tensor ops, local ranks,
 // and the manifest-mismatch error.
 #define BOOST_TEST_MODULE daemon
-#include <sched.h>
-
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <cstring>
@@ -146,12 +144,8 @@ std::string cpus_allowed(const std::string& status_path) {
 // The demo's placement: node n's zringd, every thread of it, on the n-th of
 // this process's CPUs; the ring then works as anywhere else.
 BOOST_AUTO_TEST_CASE(spread_cpus_keeps_every_thread_of_a_node_on_its_cpu) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  BOOST_TEST_REQUIRE(::sched_getaffinity(0, sizeof allowed, &allowed) == 0);
-  std::vector<unsigned> cpus;
-  for (unsigned c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  const std::vector<unsigned> cpus = allowed_cpus();
+  BOOST_TEST_REQUIRE(!cpus.empty());
   LocalRingOptions options = ring_options(3, 1);
   options.spread_cpus = true;
   LocalRing ring(options);

@@ -41,16 +41,21 @@ std::string LocalRing::log(std::size_t node) const {
   return read_file(dir_.path() + "/" + name(node) + ".log");
 }
 
+std::vector<unsigned> allowed_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<unsigned> cpus;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return cpus;
+  for (unsigned c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  return cpus;
+}
+
 namespace {
 
 // The n-th (mod their count) CPU this process may run on, or none.
 std::optional<unsigned> nth_allowed_cpu(std::size_t n) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return std::nullopt;
-  std::vector<unsigned> cpus;
-  for (unsigned c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  const std::vector<unsigned> cpus = allowed_cpus();
   if (cpus.empty()) return std::nullopt;
   return cpus[n % cpus.size()];
 }

@@ -27,6 +27,10 @@ struct LocalRingOptions {
   bool spread_cpus = false;
 };
 
+// The CPUs this process may run on (its affinity), in order; empty when the
+// kernel does not say.
+std::vector<unsigned> allowed_cpus();
+
 // Writes a ring config into a temporary directory (free ports, one IPC
 // socket per node) and runs one zringd per node. Everything it started is
 // killed when it goes out of scope, also when a test fails.
