@@ -1,5 +1,6 @@
-// fuzz_wire.cpp - libFuzzer target for the wire decoders (lib/wire/wire.hpp),
-// which face bytes from the network and from local clients.
+// fuzz_wire.cpp - libFuzzer target for the wire decoders (lib/wire/wire.hpp,
+// tcp_frames.hpp, bell.hpp), which face bytes from the network and from
+// local clients.
 //
 // Every input goes to every decoder: each msgpack decoder judges the
 // [version, type] header first, so the wrong ones reject it at once, and the
@@ -19,6 +20,7 @@
 
 #include "codec/codec.hpp"
 #include "fuzz_check.hpp"
+#include "wire/bell.hpp"
 #include "wire/tcp_frames.hpp"
 #include "wire/wire.hpp"
 
@@ -306,6 +308,22 @@ void fuzz_tcp_stream(const std::uint8_t* data, std::size_t size) {
   });
 }
 
+// --- the bell --------------------------------------------------------------------
+
+// A datagram on zringd's bell: its routing id and message, which encode
+// back to the very same bytes, and the message then as decode_ipc takes it.
+void fuzz_bell(const std::uint8_t* data, std::size_t size) {
+  wire::BellRequest request;
+  if (!fuzz::accepted([&] { request = wire::decode_bell(data, size); })) return;
+  ZRING_FUZZ_CHECK(!request.client.empty() && request.client.size() <= 255);
+  ZRING_FUZZ_CHECK(!request.message.empty() && size <= wire::kMaxBellBytes);
+  const Bytes message(request.message.begin(), request.message.end());
+  const Bytes again = wire::encode_bell(request.client, message);
+  ZRING_FUZZ_CHECK(again.size() == size && std::memcmp(again.data(), data, size) == 0);
+  (void)fuzz_message<wire::IpcMessage>(message.data(), message.size(), wire::decode_ipc,
+                                       wire::encode_ipc);
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::optional<wire::MessageType> type;
   fuzz::accepted([&] { type = wire::peek_message_type(data, size); });
@@ -325,5 +343,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     decodes_as(wire::MessageType::trace);
   fuzz_payload_list(data, size);
   fuzz_tcp_stream(data, size);
+  fuzz_bell(data, size);
   return 0;
 }
