@@ -37,8 +37,10 @@ Daemon::Daemon(RingConfig config, std::string config_path, std::optional<std::st
           }),
       ipc_(io_, zmq_, config_, worker_) {
   if (config_.metrics)
-    metrics_.emplace(io_, *config_.metrics,
-                     [this] { return render_prometheus(ipc_.stats(), config_); });
+    metrics_.emplace(io_, *config_.metrics, [this] {
+      ipc_.take_books();
+      return render_prometheus(ipc_.stats(), config_);
+    });
 }
 
 Daemon::~Daemon() {

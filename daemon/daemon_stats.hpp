@@ -21,6 +21,7 @@ struct DaemonStats {
   Time started = std::chrono::system_clock::now();
   std::uint64_t ops_done = 0;
   std::uint64_t ops_failed = 0;
+  std::uint64_t ops_rung = 0;  // of ops_done: rung on the bell and started by the ring thread
   std::string last_error;
   Time last_error_at{};
   struct PerMethod {

@@ -11,10 +11,12 @@
 #include "ipc_server.hpp"
 #include "log.hpp"
 #include "metrics.hpp"
+#include "request_age.hpp"
 
 namespace zring::daemon {
 
 void IpcServer::handle(std::vector<zmq::message_t>& frames) {
+  take_books();  // a status or trace query, or the ops' order, counts them
   const std::string client = frames[0].to_string();
   if (frames.size() < 2 || frames.size() > 3) {
     log_warn("dropped an IPC message of " + std::to_string(frames.size()) + " frames");
@@ -61,6 +63,7 @@ void IpcServer::on_hello(const std::string& client, const wire::Hello& hello) {
   const LocalRanks::Hello taken = ranks_.hello(client, l, clock_shared);
   for (const Refusal& r : taken.refused) refuse(r);
   if (taken.taken) {
+    worker_.disarm(l);  // the ops the rank's old process rang
     OpJob reset;
     reset.reset_rank = l;
     worker_.submit(std::move(reset));
@@ -138,6 +141,13 @@ void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
     // name is no longer needed, and gone, it cannot outlive this zringd.
     r.region->remove_file();
     r.values = collective::Bytes(r.region->data(), bytes, r.region);
+    if (config_.local_ranks == 1 && submit.block_stats.empty()) {
+      wire::Submit key = submit;  // what a ring of the same op on the bell holds
+      key.request = 0;
+      key.wait = {};
+      const std::vector<std::uint8_t> encoded = wire::encode_ipc(key);
+      r.repeat_key.assign(encoded.begin(), encoded.end());
+    }
   } else {
     // No frame at all is a frame of 0 bytes (room == bytes == 0 here).
     auto message = std::make_shared<zmq::message_t>(values ? std::move(*values) : zmq::message_t());
@@ -152,29 +162,16 @@ void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
 // when it did not, or the rank's clock is not zringd's.
 std::optional<std::string> IpcServer::read_late(std::size_t l, const wire::ClientWait& wait,
                                                 const std::string& what) const {
-  if (!ranks_.clock_shared(l) || wait.sent_ns == 0) return std::nullopt;
+  if (!ranks_.clock_shared(l) || !read_too_late(wait, config_.timeout)) return std::nullopt;
   const std::chrono::milliseconds age = request_age(wait);
-  if (age < config_.timeout) return std::nullopt;
   return ranks_.rank_name(l) + "'s zringd read its " + what + " " + std::to_string(age.count()) +
          " ms after it was sent (zringd was stopped or starved), beyond timeout_ms " +
          std::to_string(config_.timeout.count()) +
          ": the other nodes are past that op, and it fails on this node without running";
 }
 
-// How long ago the client sent the request, on zringd's clock.
-std::chrono::milliseconds IpcServer::request_age(const wire::ClientWait& wait) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-      Clock::now() - Clock::time_point(std::chrono::nanoseconds(wait.sent_ns)));
-}
-
-// Whether the client had given up on the request by the time zringd read
-// it, or will before the first keepalive for it (a heartbeat away) can
-// reach it; the margin is at most a quarter of the client's timeout.
 bool IpcServer::given_up(const wire::ClientWait& wait) const {
-  if (wait.timeout_ms == 0 || wait.sent_ns == 0) return false;
-  const auto timeout = std::chrono::milliseconds(wait.timeout_ms);
-  const auto margin = std::min<Clock::duration>(config_.heartbeat, timeout / 4);
-  return request_age(wait) >= timeout - margin;
+  return client_gave_up(wait, config_.heartbeat);
 }
 
 bool IpcServer::check_owner(const std::string& client, std::uint32_t local_rank,
@@ -198,6 +195,7 @@ void IpcServer::on_attach(const std::string& client, const wire::Attach& attach)
   // The pid keeps names unguessable in a shared directory such as /dev/shm.
   const std::string path = region_prefix_ + std::to_string(::getpid()) + "." + std::to_string(l) +
                            "." + std::to_string(++regions_made_);
+  worker_.disarm(l);  // its ops were in the buffer this one replaces
   try {
     ranks_.set_region(l, transport::SharedRegion::create(path, attach.bytes));
   } catch (const Error& e) {

@@ -133,6 +133,14 @@ void IpcServer::start() {
   if (::chmod(path.c_str(), 0660) != 0)
     log_warn("cannot set mode 0660 on " + path + ": " + std::strerror(errno));
   requests_.start(path + ".req");
+  // Requests the ring thread does not take itself, as if read here.
+  worker_.take_bell(std::make_unique<BellSocket>(path + ".bell"),
+                    [this](std::vector<zmq::message_t> frames) {
+                      auto held = std::make_shared<std::vector<zmq::message_t>>(std::move(frames));
+                      boost::asio::post(io_, [this, held] {
+                        if (running_) handle(*held);
+                      });
+                    });
   region_prefix_ = region_prefix(path);
   remove_stale_regions(region_prefix_);
   log_info("shared buffers for large tensors: " + region_prefix_ + "*");
@@ -146,6 +154,9 @@ void IpcServer::start() {
 void IpcServer::stop(const std::string& why, ErrorCode code) {
   if (!running_) return;
   for (const Refusal& r : ranks_.clear(code, why)) refuse(r);  // the shared buffers' files go
+  for (std::size_t l = 0; l < config_.local_ranks; ++l) worker_.disarm(l);
+  for (const RingWorker::Waiting& w : worker_.rung_waiting())
+    send_error(w.client, w.request, code, why);
   running_ = false;
   stall_timer_.cancel();
   keepalive_timer_.cancel();
@@ -192,6 +203,7 @@ void IpcServer::assemble() {
 
 // Jobs go to the ring; stale ops end here, counted as failed ops.
 void IpcServer::take(LocalRanks::Made made) {
+  for (std::shared_ptr<const RepeatOp>& op : made.repeats) worker_.arm(std::move(op));
   for (OpJob& job : made.jobs) worker_.submit(std::move(job));
   for (const LocalRanks::StaleOp& op : made.stale) {
     stats_.op_failed(op_name(op.manifest), op.failure);
@@ -224,7 +236,10 @@ void IpcServer::arm_keepalive() {
   keepalive_timer_.expires_after(config_.heartbeat);
   keepalive_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || !running_) return;
+    take_books();
     for (const Request* r : ranks_.pending()) send(r->client, wire::Keepalive{r->id});
+    for (const RingWorker::Waiting& w : worker_.rung_waiting())
+      send(w.client, wire::Keepalive{w.request});
     arm_keepalive();
   });
 }
@@ -232,7 +247,23 @@ void IpcServer::arm_keepalive() {
 // --- answers -------------------------------------------------------------------
 
 void IpcServer::on_op_done(OpDone done) {
-  const std::vector<Request> requests = ranks_.finish(done.id);
+  take_books();  // the ops before it first
+  account(std::move(done));
+}
+
+// What the ring thread left in its books, in order, each with the ring's
+// state after it (only its byte counts moved).
+void IpcServer::take_books() {
+  for (OpDone& done : worker_.take_books()) {
+    std::optional<RingState> state = std::move(done.state);
+    account(std::move(done));
+    if (state) ring_reported(*state);
+  }
+}
+
+void IpcServer::account(OpDone done) {
+  const std::vector<Request> requests =
+      done.rung ? rung_requests(*done.rung) : ranks_.finish(done.id);
   if (requests.empty()) return;  // stopped meanwhile
   if (!done.failure && !done.output)
     done.failure = Status{ErrorCode::internal, "the ring answered op " + std::to_string(done.op) +
@@ -254,9 +285,27 @@ void IpcServer::on_op_done(OpDone done) {
     log_debug("op " + std::to_string(done.op) + " done: " + op_name(requests.front().manifest) +
               ", " + std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
               std::to_string(done.output->stats.bytes_sent) + " bytes on the ring");
+  if (done.rung) ++stats_.ops_rung;
   // The ring thread answered them already when they all wait on boards.
   if (!done.answered_on_board) reply_results(requests, done, dense);
   record(requests, done);
+}
+
+// The request a rung job answered, as if this thread had read it (none
+// once stopped).
+std::vector<Request> IpcServer::rung_requests(const Rung& rung) const {
+  if (!running_) return {};
+  const RepeatOp& op = *rung.op;
+  Request r;
+  r.client = op.client;
+  r.id = rung.request;
+  r.local_rank = op.local_rank;
+  r.manifest = op.job.input.manifest;
+  r.method = op.job.input.method;
+  r.region = op.job.board_answers.at(0).region;
+  r.staged = !op.job.staged.empty();
+  r.at = rung.at;
+  return {std::move(r)};
 }
 
 // The op's times on both threads, for the timeline; called once every rank
@@ -320,6 +369,11 @@ void IpcServer::reply_results(const std::vector<Request>& requests, const OpDone
 }
 
 void IpcServer::on_ring_state(const RingState& state) {
+  take_books();  // the ops that moved those bytes first
+  ring_reported(state);
+}
+
+void IpcServer::ring_reported(const RingState& state) {
   if (state.up && !stats_.ring.up)
     log_info("ring up (generation " + std::to_string(state.generation) + ")");
   if (!state.up && stats_.ring.up) log_warn("ring down: " + state.reason);

@@ -52,6 +52,9 @@ class IpcServer {
   // Called on the io thread.
   void on_op_done(OpDone done);
   void on_ring_state(const RingState& state);
+  // Accounts for the rung ops the ring thread left in its books
+  // (RingWorker::take_books): before anything reads the stats.
+  void take_books();
   [[nodiscard]] const DaemonStats& stats() const noexcept { return stats_; }
 
  private:
@@ -66,13 +69,16 @@ class IpcServer {
   void on_trace(const std::string& client, const wire::TraceQuery& query);
   void on_attach(const std::string& client, const wire::Attach& attach);
   bool check_owner(const std::string& client, std::uint32_t local_rank, std::uint64_t request);
+  // Whether the client had given up on it when zringd read it (request_age.hpp).
   [[nodiscard]] bool given_up(const wire::ClientWait& wait) const;
-  [[nodiscard]] static std::chrono::milliseconds request_age(const wire::ClientWait& wait);
   [[nodiscard]] std::optional<std::string> read_late(std::size_t local_rank,
                                                      const wire::ClientWait& wait,
                                                      const std::string& what) const;
   void reply_results(const std::vector<Request>& requests, const OpDone& done, std::uint64_t dense);
   void record(const std::vector<Request>& requests, const OpDone& done);
+  [[nodiscard]] std::vector<Request> rung_requests(const Rung& rung) const;
+  void account(OpDone done);  // an op's answers (when the ring thread did not give them) and books
+  void ring_reported(const RingState& state);
   void assemble();
   void take(LocalRanks::Made made);
   void arm_stall_timer();

@@ -141,6 +141,16 @@ LocalRanks::Made LocalRanks::assemble() {
       if (all_on_boards)
         for (const Request& r : requests)
           job.board_answers.push_back({r.region, r.id, r.local_rank});
+      if (requests.size() == 1 && !requests[0].repeat_key.empty() && all_on_boards) {
+        auto op = std::make_shared<RepeatOp>();
+        op->client = requests[0].client;
+        op->local_rank = requests[0].local_rank;
+        op->key = std::move(requests[0].repeat_key);
+        op->clock_shared = clock_shared_.at(op->local_rank);
+        op->job = job;
+        op->job.id = 0;
+        made.repeats.push_back(std::move(op));
+      }
     }
     running_.emplace(job.id, std::move(requests));
     made.jobs.push_back(std::move(job));

@@ -49,6 +49,10 @@ struct Request {
   // stopped or starved), so every node that waited for that op has failed
   // it by now, as this one would have had it been running.
   std::optional<std::string> stale;
+  // Its Submit, request 0 and no wait, encoded, when its op may be rung
+  // again on the bell (RepeatOp: one local rank, values in the shared
+  // buffer, no block statistics, read in time); empty otherwise.
+  std::string repeat_key;
 };
 
 // Why a submission's block statistics (wire::Submit::block_stats) cannot be
@@ -122,6 +126,7 @@ class LocalRanks {
   struct Made {
     std::vector<OpJob> jobs;
     std::vector<StaleOp> stale;
+    std::vector<std::shared_ptr<const RepeatOp>> repeats;  // to arm: jobs a client may ring again
   };
 
   // Every op all local ranks have submitted, oldest first.

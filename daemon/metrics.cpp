@@ -139,6 +139,10 @@ void op_families(Exposition& e, const DaemonStats& stats) {
     e.sample("zring_ops_total", "method=" + label(method) + ",result=\"error\"",
              std::to_string(m.failed));
   }
+  e.family("zring_ops_rung_total", "counter",
+           "Successful ops whose request came on the bell and which the ring thread started "
+           "itself (a client alone on its node repeating an op).");
+  e.sample("zring_ops_rung_total", "", std::to_string(stats.ops_rung));
   e.family("zring_op_errors_total", "counter", "Failed ops by error kind (see docs/errors.md).");
   for (const ErrorCode code : kErrorCodes) {
     const auto it = stats.errors.find(to_string(code));
@@ -215,6 +219,7 @@ wire::DaemonStatus status_report(const DaemonStats& stats, const RingConfig& con
   }
   s.ops_done = stats.ops_done;
   s.ops_failed = stats.ops_failed;
+  s.ops_rung = stats.ops_rung;
   for (const auto& [kind, count] : stats.errors) s.errors.push_back({kind, count});
   s.last_error = clip(stats.last_error);
   s.last_error_at = stats.last_error.empty() ? 0 : unix_seconds(stats.last_error_at);

@@ -20,6 +20,14 @@ using collective::Clock;
 // A job met ring changes before its summaries at most this often; then it fails.
 constexpr unsigned kMostRuns = 3;
 
+// The answer to a job that did not run: its id and, for a rung job, its request.
+OpDone done_for(const OpJob& job) {
+  OpDone done;
+  done.id = job.id;
+  done.rung = job.rung;
+  return done;
+}
+
 std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -99,6 +107,9 @@ void RingWorker::stop() noexcept {
     thread_.join();
   }
   ring_.reset();
+  bell_.reset();  // its file goes with it
+  std::lock_guard lock(mutex_);
+  bell_handed_.reset();
 }
 
 void RingWorker::submit(OpJob job) {
@@ -134,8 +145,7 @@ void RingWorker::run() noexcept {
 void RingWorker::answer_queued(const Status& failure) {
   for (OpJob& job : jobs_) {
     if (job.reset_rank) continue;
-    OpDone done;
-    done.id = job.id;
+    OpDone done = done_for(job);
     done.failure = failure;
     on_done_(std::move(done));
   }
@@ -155,8 +165,7 @@ void RingWorker::fail_queued_before(Clock::time_point noticed, const std::string
         kept.push_back(std::move(job));
         continue;
       }
-      OpDone done;
-      done.id = job.id;
+      OpDone done = done_for(job);
       done.failure = Status{ErrorCode::peer_lost, why + ", and failed this op, queued here before"};
       failed.push_back(std::move(done));
     }
@@ -169,6 +178,10 @@ void RingWorker::fail_queued_before(Clock::time_point noticed, const std::string
 void RingWorker::loop() {
   Ring& r = *ring_;
   while (!stopping_) {
+    if (bell_waiting_.exchange(false)) {
+      std::lock_guard lock(mutex_);
+      bell_ = std::move(bell_handed_);
+    }
     r.ring.between_ops();
     if (std::optional<transport::ZmqRing::Stall> stall = r.ring.take_stall()) {
       fail_queued_before(stall->noticed, stall->why);
@@ -181,8 +194,7 @@ void RingWorker::loop() {
     } else if (job && r.ring.up()) {
       execute(*job);
     } else if (job) {  // waited a whole timeout for the ring to come up
-      OpDone done;
-      done.id = job->id;
+      OpDone done = done_for(*job);
       done.failure = Status{ErrorCode::peer_lost, "the ring is not up after " +
                                                       std::to_string(config_.timeout.count()) +
                                                       " ms: " + r.ring.down_reason()};
@@ -190,7 +202,9 @@ void RingWorker::loop() {
     } else {
       auto until = Clock::now() + std::chrono::seconds(1);
       if (r.waiting_since) until = std::min(until, *r.waiting_since + config_.timeout);
-      r.ring.service(until, &jobs_wake_);
+      transport::ZmqRing::Readable bell{bell_ ? bell_->fd() : -1};
+      r.ring.service(until, &jobs_wake_, &bell);
+      if (bell.ready) read_bell();
     }
   }
 }
@@ -257,8 +271,19 @@ std::optional<RingState> RingWorker::changed_state(bool bytes_may_wait) {
 
 void RingWorker::execute(OpJob& job) {
   Ring& r = *ring_;
-  OpDone done;
-  done.id = job.id;
+  OpDone done = done_for(job);
+  if (job.rung) {
+    std::lock_guard lock(mutex_);
+    rung_running_ = Waiting{job.rung->op->client, job.rung->request};
+  }
+  // Once the io thread has the answer it keeps the client waiting itself.
+  struct NotRunning {
+    RingWorker& w;
+    ~NotRunning() {
+      std::lock_guard lock(w.mutex_);
+      w.rung_running_.reset();
+    }
+  } not_running{*this};
   collective::OpInput& input = job.input;  // a job that runs again is set up again
   input.ranks.clear();
   input.rank0_owner.reset();
@@ -356,8 +381,21 @@ void RingWorker::execute(OpJob& job) {
     r.ring.end_op(Status{ErrorCode::internal, text, false});
     done.failure = Status{ErrorCode::internal, text};
   }
-  done.state = changed_state(false);
+  if (job.rung && done.answered_on_board && keep_in_books(done)) return;
+  if (!done.state) done.state = changed_state(false);
   on_done_(std::move(done));
+}
+
+// A rung op answered on its board leaves its books to the io thread's next
+// wake (take_books) while the ring changed only its byte counts.
+bool RingWorker::keep_in_books(OpDone& done) {
+  done.state = changed_state(true);
+  if (done.state) return false;  // more than bytes: the io thread hears of it now
+  done.state = changed_state(false);
+  std::lock_guard lock(mutex_);
+  if (books_.size() >= kMostBooks) return false;
+  books_.push_back(std::move(done));
+  return true;
 }
 
 // The answers of a successful op whose ranks all wait on their buffers'

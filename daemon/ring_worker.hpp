@@ -5,14 +5,17 @@
 // Jobs arrive through submit() (any thread); results leave through the
 // on_done / on_state callbacks, called on the ring thread (the daemon
 // posts them to its io_context; the state after an op rides in its
-// OpDone). No exception leaves the thread: failures
-// travel as values.
+// OpDone). Between ops it also reads the bell (bell_socket.hpp): an op
+// the io thread armed (arm) starts there at once, without the io thread;
+// other requests go to the io thread. No exception leaves the thread:
+// failures travel as values.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +27,7 @@
 #include <zring/config.hpp>
 #include <zring/error.hpp>
 
+#include "bell_socket.hpp"
 #include "collective/allreduce_op.hpp"
 #include "collective/link.hpp"
 #include "collective/manifest.hpp"
@@ -42,6 +46,16 @@ struct BoardAnswer {
   std::shared_ptr<transport::SharedRegion> region;
   std::uint64_t request = 0;
   std::size_t local_rank = 0;
+};
+
+struct RepeatOp;
+
+// A request rung on the bell that the ring thread took itself: the op it
+// repeats, the client's request id, and when the ring thread read it.
+struct Rung {
+  std::shared_ptr<const RepeatOp> op;
+  std::uint64_t request = 0;
+  std::chrono::steady_clock::time_point at;
 };
 
 // One op (all-reduce or broadcast, as its manifest says) of this node's
@@ -69,10 +83,25 @@ struct OpJob {
   // moment the op succeeds, without the hop through the io thread (which
   // keeps the rest of the bookkeeping).
   std::vector<BoardAnswer> board_answers;
+  std::optional<Rung> rung;                      // made by the ring thread from the bell
   std::optional<std::size_t> reset_rank;         // a reset job, not an op
   unsigned runs = 0;                             // how often the ring began it (a ring change can
                                                  // make it run again)
   std::chrono::steady_clock::time_point queued;  // when submit() took it
+};
+
+// An op of a node with one local rank that its client may ring again on
+// the bell: the io thread checked its Submit once and arms it; a datagram
+// from the same client with the same Submit (but for its request id and
+// wait) then becomes `job` again on the ring thread, its board answer
+// under the new request id, if it was sent within the times the io thread
+// allows (request_age.hpp).
+struct RepeatOp {
+  std::string client;  // the routing id that may ring it
+  std::size_t local_rank = 0;
+  std::string key;            // the Submit, request 0 and no wait, encoded
+  bool clock_shared = false;  // the rank's send times are on zringd's clock
+  OpJob job;                  // one request answered on its board; id 0
 };
 
 // The ring's health as the ring thread sees it, reported to the io thread.
@@ -109,6 +138,7 @@ struct OpDone {
   std::optional<collective::OpOutput> output;
   // When the ring thread answered the job's board_answers (the op succeeded).
   std::optional<std::chrono::steady_clock::time_point> answered_on_board;
+  std::optional<Rung> rung;  // the job's: its request is the io thread's to account for
   // The ring's state after the op when it changed (it does after every op
   // that moved bytes: the counters), handed over with the answer, so that
   // the io thread is woken once per op, not twice.
@@ -148,6 +178,32 @@ class RingWorker {
   // ring thread died, answers it at once with the failure it died of.
   void submit(OpJob job);
 
+  // The bell, from then on read by the ring thread; requests it does not
+  // take itself go to `forward` (frames as the ROUTER's: routing id, IPC
+  // message), called on the ring thread.
+  void take_bell(std::unique_ptr<BellSocket> bell,
+                 std::function<void(std::vector<zmq::message_t>)> forward);
+  // Lets an op be rung again (it replaces the one of the same key); a rank
+  // keeps at most kRepeatOps. disarm forgets every op of a rank: another
+  // process took it, or its shared buffer is replaced.
+  void arm(std::shared_ptr<const RepeatOp> op);
+  void disarm(std::size_t local_rank);
+  static constexpr std::size_t kRepeatOps = 1024;  // DDP buckets, parameters one by one
+  // The requests of rung jobs queued or running: the io thread keeps their
+  // clients waiting (keepalives), as it does for its own.
+  struct Waiting {
+    std::string client;
+    std::uint64_t request = 0;
+  };
+  [[nodiscard]] std::vector<Waiting> rung_waiting();
+  // The answers (OpDone, with the ring's state after each) of rung ops that
+  // succeeded and were answered on their boards, oldest first: they wait
+  // here for the io thread (which takes them whenever it wakes, and at
+  // least every heartbeat) instead of waking it, unless kMostBooks wait
+  // already or the ring changed more than its byte counts.
+  [[nodiscard]] std::vector<OpDone> take_books();
+  static constexpr std::size_t kMostBooks = 1024;
+
  private:
   void run() noexcept;
   void loop();
@@ -160,7 +216,14 @@ class RingWorker {
   // How long report_state lets a change of the byte counts alone wait.
   static constexpr std::chrono::seconds kBytesEvery{1};
   void execute(OpJob& job);
+  // The bell (ring_bell.cpp): the next datagram waiting there, taken as a
+  // job or forwarded.
+  void read_bell();
+  void take_rung(const std::uint8_t* data, std::size_t size);
+  std::optional<OpJob> repeat_of(const std::string& client, wire::Submit submit);
+  void note_bad_bell(const std::string& why);
   void answer_on_boards(const OpJob& job, OpDone& done) const;
+  bool keep_in_books(OpDone& done);
   void answer_queued(const Status& failure);  // with mutex_ held
   // Takes mutex_ itself.
   void fail_queued_before(std::chrono::steady_clock::time_point noticed, const std::string& why);
@@ -176,6 +239,19 @@ class RingWorker {
   std::mutex mutex_;
   std::deque<OpJob> jobs_;
   std::optional<Status> died_;  // why the ring thread stopped by itself
+  // Per local rank, the ops that may be rung again, by key.
+  std::vector<std::map<std::string, std::shared_ptr<const RepeatOp>>> repeats_;
+  std::optional<Waiting> rung_running_;      // the rung job the ring thread runs
+  std::vector<OpDone> books_;                // take_books()'s
+  std::unique_ptr<BellSocket> bell_handed_;  // take_bell's, until the ring thread takes it
+  std::atomic<bool> bell_waiting_{false};
+  std::function<void(std::vector<zmq::message_t>)> forward_;
+  // The ring thread's alone: the bell once taken, what it reads into, and
+  // the last warning about a datagram it could not read.
+  std::unique_ptr<BellSocket> bell_;
+  std::vector<std::uint8_t> bell_buffer_;
+  std::optional<std::chrono::steady_clock::time_point> bad_bell_logged_;
+  std::uint64_t bad_bells_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   struct Ring;

@@ -424,6 +424,9 @@ class Connected final : public CompressedAllReduce::Impl {
     rank_ = listed_rank_ = welcome.rank;
     local_ranks_ = std::max<std::size_t>(welcome.local_ranks, 1);
     channel_.set_node(welcome.node);
+    // Alone on its node, this process's ops in the shared buffer start on
+    // zringd's ring thread: no other rank's request is to wait for.
+    channel_.use_bell(local_ranks_ == 1);
   }
 
   // A new shared buffer (SharedBuffer::attach). A zringd that restarted

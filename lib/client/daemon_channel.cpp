@@ -17,6 +17,7 @@
 
 #include "transport/zmq_calls.hpp"
 #include "transport/zmq_payload.hpp"
+#include "wire/bell.hpp"
 #include "wire/tcp_frames.hpp"
 
 namespace zring::client {
@@ -61,12 +62,17 @@ DaemonChannel::DaemonChannel(const std::string& endpoint, std::chrono::milliseco
       given_up_(std::move(given_up)),
       socket_(context_, zmq::socket_type::dealer) {
   check_endpoint(endpoint);
-  // ZRING_IPC_REQUESTS=zeromq keeps every request on the DEALER (to compare the two ways).
+  // ZRING_IPC_REQUESTS=zeromq keeps every request on the DEALER, =stream
+  // every one on the request socket, none on the bell (to compare the ways).
   const char* way = std::getenv("ZRING_IPC_REQUESTS");
-  if (endpoint.rfind("ipc://", 0) == 0 && !(way && std::string(way) == "zeromq"))
+  const std::string ways = way ? way : "";
+  if (endpoint.rfind("ipc://", 0) == 0 && ways != "zeromq") {
     requests_path_ = endpoint.substr(6) + ".req";
+    if (ways != "stream") bell_path_ = endpoint.substr(6) + ".bell";
+  }
   socket_.set(zmq::sockopt::linger, 0);
-  socket_.set(zmq::sockopt::routing_id, random_routing_id());
+  routing_id_ = random_routing_id();
+  socket_.set(zmq::sockopt::routing_id, routing_id_);
   // Large values travel in the shared buffer: no reply needs more.
   socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(kMaxReplyBytes));
   try {
@@ -94,7 +100,28 @@ wire::ClientWait DaemonChannel::wait_from_now() const {
   return wait;
 }
 
-DaemonChannel::~DaemonChannel() { close_request_stream(); }
+DaemonChannel::~DaemonChannel() {
+  close_request_stream();
+  if (bell_fd_ >= 0) ::close(bell_fd_);
+}
+
+bool DaemonChannel::ring_bell(const std::vector<std::uint8_t>& message) {
+  if (!use_bell_ || 1 + routing_id_.size() + message.size() > wire::kMaxBellBytes) return false;
+  sockaddr_un address{};
+  if (bell_path_.size() >= sizeof address.sun_path) return false;
+  if (bell_fd_ < 0) bell_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (bell_fd_ < 0) return false;
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, bell_path_.c_str(), bell_path_.size() + 1);
+  const std::vector<std::uint8_t> datagram = wire::encode_bell(routing_id_, message);
+  watch_.sending();
+  ssize_t sent;
+  do {  // whole or not at all; to the path each time: a restarted zringd binds it anew
+    sent = ::sendto(bell_fd_, datagram.data(), datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+                    reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  } while (sent < 0 && errno == EINTR);
+  return sent == static_cast<ssize_t>(datagram.size());
+}
 
 void DaemonChannel::close_request_stream() noexcept {
   if (requests_fd_ >= 0) ::close(requests_fd_);

@@ -7,7 +7,10 @@
 // daemon/request_socket.hpp: the daemon's io thread reads it itself, where
 // ZeroMQ would wake an I/O thread on each side first), tagged with this
 // DEALER's routing id, and the daemon answers there too; when that socket
-// is not there or breaks, requests and answers go on the DEALER. The deadline is one of silence:
+// is not there or breaks, requests and answers go on the DEALER. A client
+// alone on its node (use_bell) sends the requests of ops in its shared
+// buffer as datagrams on the daemon's bell instead (wire/bell.hpp), which
+// its ring thread reads; the answers come as before. The deadline is one of silence:
 // while an op runs the daemon sends a keepalive every heartbeat, so a long op on a slow ring is
 // fine, and a daemon that froze is noticed within the timeout. One that died is noticed at once:
 // its end of the socket closes (DaemonWatch), and a request that went out on that connection fails
@@ -76,9 +79,18 @@ class DaemonChannel {
     request.wait = wait_from_now();
     // A hello goes on the DEALER: its answer comes there, and the daemon
     // must know the DEALER before answering anything.
-    send(wire::encode_ipc(request), std::move(data), !std::is_same_v<Request, wire::Hello>);
+    const std::vector<std::uint8_t> encoded = wire::encode_ipc(request);
+    if constexpr (std::is_same_v<Request, wire::Submit>)
+      if (!data && request.values != wire::ValuesIn::frame && request.block_stats.empty() &&
+          ring_bell(encoded))
+        return request.request;
+    send(encoded, std::move(data), !std::is_same_v<Request, wire::Hello>);
     return request.request;
   }
+
+  // Whether requests of ops in the shared buffer go on the bell (zringd's
+  // welcome said this process is its node's one local rank).
+  void use_bell(bool on) { use_bell_ = on && !bell_path_.empty(); }
 
   // Waits for the reply to request id, of the kind Answer; connecting for
   // the hello's. With a staged op in flight, copies out what zringd
@@ -133,6 +145,9 @@ class DaemonChannel {
   // How long a client waits for zringd to take its request socket connection.
   static constexpr std::chrono::milliseconds kStreamTaken{2000};
   void close_request_stream() noexcept;
+  // The request as one datagram on the bell; false when it could not go
+  // (too long, no bell there, its queue full): it goes the other way then.
+  bool ring_bell(const std::vector<std::uint8_t>& message);
   // Reads what the request socket brought (answers into stream_answers_),
   // to its end, or with stop_when_short until a read finds less than room.
   void read_request_stream(bool stop_when_short = false);
@@ -147,6 +162,10 @@ class DaemonChannel {
   std::string endpoint_;
   std::string requests_path_;  // the request socket's (none for a tcp:// endpoint)
   int requests_fd_ = -1;
+  std::string bell_path_;  // the bell's (none for a tcp:// endpoint)
+  int bell_fd_ = -1;       // an unbound datagram socket, made at the first ring
+  bool use_bell_ = false;
+  std::string routing_id_;  // the DEALER's
   std::optional<wire::TcpFrameReader> stream_reader_;
   std::deque<wire::TcpFrame> stream_answers_;  // read, not yet taken
   std::chrono::milliseconds timeout_;

@@ -73,7 +73,7 @@ std::string status_json(const wire::DaemonStatus& s) {
       ",\"ring_up\":" + json_bool(s.ring_up) + ",\"generation\":" + std::to_string(s.generation) +
       ",\"ops_done\":" + std::to_string(s.ops_done) +
       ",\"ops_failed\":" + std::to_string(s.ops_failed) +
-      ",\"dropped\":" + std::to_string(s.dropped) +
+      ",\"ops_rung\":" + std::to_string(s.ops_rung) + ",\"dropped\":" + std::to_string(s.dropped) +
       ",\"malformed\":" + std::to_string(s.malformed) +
       ",\"last_drop\":" + json_string(s.last_drop) + ",\"curve\":" + json_bool(s.curve) +
       ",\"auth_rejected\":" + std::to_string(s.auth_rejected) +

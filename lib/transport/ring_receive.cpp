@@ -71,16 +71,18 @@ void ZmqRing::put_back(std::vector<collective::Message> messages) {
                    std::make_move_iterator(messages.end()));
 }
 
-void ZmqRing::service(Deadline until, Wakeup* wake) {
+void ZmqRing::service(Deadline until, Wakeup* wake, Readable* also) {
   bool woken = false;
   const bool was_up = up();
-  while (!woken && !interrupted() && up() == was_up && Clock::now() < until) {
+  while (!woken && !(also && also->ready) && !interrupted() && up() == was_up &&
+         Clock::now() < until) {
     // Outside an op, data can only be for the next op: dispatch keeps it.
-    (void)poll_once(until, wake, &woken);
+    (void)poll_once(until, wake, &woken, also);
   }
 }
 
-std::optional<collective::Message> ZmqRing::poll_once(Deadline until, Wakeup* wake, bool* woken) {
+std::optional<collective::Message> ZmqRing::poll_once(Deadline until, Wakeup* wake, bool* woken,
+                                                      Readable* also) {
   // Messages a connection brought in the last read are handed over without
   // a poll (three system calls with ZeroMQ's sockets in it), a few at a
   // time: the poll still comes often enough for the other sockets.
@@ -117,6 +119,8 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, Wakeup* wa
   if (zap_) items.push_back({zap_.handle(), 0, ZMQ_POLLIN, 0});
   const std::size_t wake_at = items.size();
   if (wake) items.push_back({nullptr, wake->fd(), ZMQ_POLLIN, 0});
+  const std::size_t also_at = items.size();
+  if (also && also->fd >= 0) items.push_back({nullptr, also->fd, ZMQ_POLLIN, 0});
   const std::size_t wakeup_at = items.size();
   items.push_back({nullptr, wakeup_.fd(), ZMQ_POLLIN, 0});
   const std::size_t peers_at = items.size();
@@ -151,6 +155,7 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, Wakeup* wa
   }
   if (zap_ && (items[zap_at].revents & ZMQ_POLLIN)) answer_zap();
   if (wake && (items[wake_at].revents & ZMQ_POLLIN) && wake->clear()) *woken = true;
+  if (also && also->fd >= 0 && (items[also_at].revents & ZMQ_POLLIN)) also->ready = true;
   if ((items[wakeup_at].revents & ZMQ_POLLIN) && wakeup_.clear()) woken_ = true;
   // Drain what is queued, but hand over the first data message at once;
   // the ZeroMQ socket and the TCP connections take turns, so that a flood on

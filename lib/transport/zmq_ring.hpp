@@ -98,9 +98,16 @@ class ZmqRing final : public collective::RingLink {
   [[nodiscard]] const Membership& membership() const noexcept { return membership_; }
   // Why the ring is not up, as a sentence (empty when up).
   [[nodiscard]] std::string down_reason() const;
+  // A descriptor service() also watches: ready once it is readable (the
+  // caller reads it, and clears ready).
+  struct Readable {
+    int fd = -1;
+    bool ready = false;
+  };
   // Runs the protocol until `until`, until `wake` (if given) is signalled
-  // (it is cleared then), or until the ring goes up or down.
-  void service(collective::Deadline until, Wakeup* wake);
+  // (it is cleared then), until `also` (if given) is readable, or until the
+  // ring goes up or down.
+  void service(collective::Deadline until, Wakeup* wake, Readable* also = nullptr);
   // Runs the protocol's timers once between two ops, so that the coordinator
   // can take a node in even when ops follow each other without a pause.
   void between_ops() {
@@ -222,7 +229,7 @@ class ZmqRing final : public collective::RingLink {
   // Polls once: receives what is there, flushes what is queued, runs timers.
   // Returns a data message of the current op when one arrived.
   std::optional<collective::Message> poll_once(collective::Deadline until, Wakeup* wake,
-                                               bool* woken);
+                                               bool* woken, Readable* also = nullptr);
   std::optional<collective::Message> receive_one(bool* read);
   std::optional<collective::Message> dispatch(wire::RingHeader header,
                                               std::optional<collective::Bytes> payload,

@@ -89,6 +89,7 @@ struct DaemonStatus {
   // Ops.
   std::uint64_t ops_done = 0;
   std::uint64_t ops_failed = 0;
+  std::uint64_t ops_rung = 0;      // of ops_done: rung on the bell (wire/bell.hpp)
   std::vector<ErrorCount> errors;  // by kind, sorted
   std::string last_error;
   std::uint64_t last_error_at = 0;    // 0: no error yet

@@ -399,11 +399,11 @@ inline constexpr std::size_t kMaxIpcBinBytes = std::size_t{1} << 25;
 //                  disconnects, last_rejection, last_handshake_failure,
 //                  members (array of [name, address, first_rank, state
 //                  (MemberState 1..5)]), members_cut (bool), ops_done,
-//                  ops_failed, errors (array of [kind, count]), last_error,
+//                  ops_failed, ops_rung, errors (array of [kind, count]), last_error,
 //                  last_error_at, methods (array of [method, ops, failed,
 //                  raw_bytes, wire_bytes_sent, wire_bytes_received]),
 //                  methods_cut (bool), idle_bytes_sent, idle_bytes_received,
-//                  metrics]: 36 items, every text <= kMaxStatusTextBytes, at
+//                  metrics]: 37 items, every text <= kMaxStatusTextBytes, at
 //                  most kMaxStatus* entries per list
 //   attach         local_rank, timeout_ms, sent_ns, bytes
 //   attached       path, bytes

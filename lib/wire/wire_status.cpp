@@ -29,7 +29,7 @@ const char* member_state_name(MemberState state) noexcept {
 namespace detail {
 namespace {
 
-constexpr std::size_t kStatusItems = 36;
+constexpr std::size_t kStatusItems = 37;
 constexpr std::size_t kMemberItems = 5;
 constexpr std::size_t kMethodItems = 6;
 constexpr std::size_t kErrorItems = 2;
@@ -164,6 +164,7 @@ void pack_daemon_status(Packer& p, const DaemonStatus& s) {
   p.pack(s.members_cut || members < s.members.size());
   p.pack_uint64(s.ops_done);
   p.pack_uint64(s.ops_failed);
+  p.pack_uint64(s.ops_rung);
   p.pack_array(static_cast<std::uint32_t>(errors));
   for (std::size_t i = 0; i < errors; ++i) {
     p.pack_array(kErrorItems);
@@ -224,6 +225,7 @@ DaemonStatus read_daemon_status(const msgpack::object& o, std::string_view conte
   s.members_cut = f.flag("members_cut");
   s.ops_done = f.u64("ops_done");
   s.ops_failed = f.u64("ops_failed");
+  s.ops_rung = f.u64("ops_rung");
   s.errors = read_errors(f.list("errors", kMaxStatusErrors), where);
   s.last_error = f.text("last_error");
   s.last_error_at = f.u64("last_error_at");

@@ -250,6 +250,44 @@ BOOST_FIXTURE_TEST_CASE(an_op_whose_ranks_all_use_shared_buffers_names_each_boar
   BOOST_TEST(jobs[0].board_answers.empty());
 }
 
+// An op whose one rank answers on its shared buffer and came with a key
+// (the io thread gives one only then) is armed to be rung again on the bell:
+// the job as the ring runs it, for that client; read without a key, or in
+// a frame, it is not.
+BOOST_AUTO_TEST_CASE(a_lone_rank_op_in_its_buffer_is_armed_to_be_rung_again) {
+  RingConfig config = two_local_ranks();
+  config.local_ranks = 1;
+  LocalRanks ranks(config);
+  (void)ranks.hello("A", 0, true);
+  const proc::TempDir tmp;
+  const auto region = transport::SharedRegion::create(tmp.path() + "/a", 64);
+  Request r = submission("A", 0, 7, IpcClock::now());
+  r.region = region;
+  r.repeat_key = "the key";
+  (void)ranks.submit(r);
+  LocalRanks::Made made = ranks.assemble();
+  BOOST_REQUIRE_EQUAL(made.jobs.size(), 1u);
+  BOOST_REQUIRE_EQUAL(made.repeats.size(), 1u);
+  const RepeatOp& op = *made.repeats[0];
+  BOOST_TEST(op.client == "A");
+  BOOST_TEST(op.local_rank == 0u);
+  BOOST_TEST(op.key == "the key");
+  BOOST_TEST(op.clock_shared);
+  BOOST_TEST(op.job.id == 0u);
+  BOOST_TEST((op.job.input.manifest == made.jobs[0].input.manifest));
+  BOOST_REQUIRE_EQUAL(op.job.board_answers.size(), 1u);
+  BOOST_TEST((op.job.board_answers[0].region == region));
+  r.repeat_key.clear();
+  (void)ranks.submit(r);
+  BOOST_TEST(ranks.assemble().repeats.empty());
+  Request in_frame = submission("A", 0, 8, IpcClock::now());
+  in_frame.repeat_key = "the key";  // no buffer to answer on
+  (void)ranks.submit(in_frame);
+  made = ranks.assemble();
+  BOOST_TEST(made.jobs.size() == 1u);
+  BOOST_TEST(made.repeats.empty());
+}
+
 BOOST_AUTO_TEST_CASE(block_statistics_must_match_the_blocks_of_the_op) {
   wire::Submit submit;
   submit.values = wire::ValuesIn::staged;

@@ -1,5 +1,5 @@
 // Faults with real daemons: a peer killed or frozen mid-op, a restart, a
-// client that dies, garbage on the ring port and the IPC socket. Every
+// client that dies, garbage on the ring port, the IPC socket and the bell. Every
 // surviving rank must get a clear error within its deadline (never hang),
 // and the ring must recover without restarting the others.
 #define BOOST_TEST_MODULE faults
@@ -274,6 +274,20 @@ BOOST_AUTO_TEST_CASE(garbage_on_the_ring_port_and_ipc_socket_is_dropped) {
       (void)::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     ::close(fd);
   };
+  // ... and on node 0's bell (wire/bell.hpp), half of it behind a routing id
+  // of the right length, so that the io thread gets it too.
+  const std::string bell = ring.ipc(0).substr(std::strlen("ipc://")) + ".bell";
+  BOOST_TEST_REQUIRE(std::filesystem::exists(bell));
+  const int bell_fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  BOOST_TEST_REQUIRE(bell_fd >= 0);
+  sockaddr_un bell_address{};
+  bell_address.sun_family = AF_UNIX;
+  std::strcpy(bell_address.sun_path, bell.c_str());
+  const auto stranger_rings = [&](std::vector<std::uint8_t> junk, bool with_id) {
+    if (with_id && junk.size() > 17) junk[0] = 16;
+    (void)::sendto(bell_fd, junk.data(), junk.size(), MSG_DONTWAIT,
+                   reinterpret_cast<const sockaddr*>(&bell_address), sizeof bell_address);
+  };
   zmq::context_t ctx(1);
   // A stranger pushes garbage at node 1's ring port while ops run.
   zmq::socket_t push(ctx, zmq::socket_type::push);
@@ -292,6 +306,7 @@ BOOST_AUTO_TEST_CASE(garbage_on_the_ring_port_and_ipc_socket_is_dropped) {
       (void)push.send(zmq::buffer(junk), zmq::send_flags::dontwait);
       (void)dealer.send(zmq::buffer(junk), zmq::send_flags::dontwait);
       stranger_writes(junk);
+      stranger_rings(junk, rng() % 2 == 0);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   });
@@ -299,8 +314,13 @@ BOOST_AUTO_TEST_CASE(garbage_on_the_ring_port_and_ipc_socket_is_dropped) {
   for (int round = 0; round < 3; ++round) ok = all_succeed(ring, 200 + round, 20000) && ok;
   stop = true;
   flood.join();
+  ::close(bell_fd);
   BOOST_TEST(ok, "an all-reduce failed while garbage arrived");
   for (std::size_t n = 0; n < 3; ++n) BOOST_TEST(ring.daemon(n).running());
+  const std::string log = ring.log(0);
+  BOOST_TEST(
+      log.find("dropped a datagram on the bell " + bell + ": bell datagram: ") != std::string::npos,
+      log);
 }
 
 // Strangers that hold every connection node 0's request socket takes

@@ -70,6 +70,8 @@ BOOST_AUTO_TEST_CASE(scraped_counters_follow_ops_bytes_errors_and_peers) {
   BOOST_TEST(sample(before.body, "zring_op_errors_total{kind=\"timeout\"}") == 0);
   BOOST_TEST(sample(before.body, "zring_ops_total{method=\"quant:4\",result=\"ok\"}") == -1);
   BOOST_TEST(sample(before.body, "zring_op_duration_seconds_count") == 0);
+  BOOST_TEST(contains(before.body, "# TYPE zring_ops_rung_total counter"), before.body);
+  BOOST_TEST(sample(before.body, "zring_ops_rung_total") == 0);
 
   Client a = start_client(ring, 0, "quant:4", 4, 200000, 1);
   Client b = start_client(ring, 1, "quant:4", 4, 200000, 1);

@@ -115,6 +115,7 @@ wire::DaemonStatus sample_daemon_status() {
   s.members_cut = true;
   s.ops_done = 1000;
   s.ops_failed = 2;
+  s.ops_rung = 3;
   s.errors = {{"peer_lost", 1}, {"timeout", 1}};
   s.last_error = "node 'b' went silent";
   s.last_error_at = 1700000110;
