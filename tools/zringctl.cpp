@@ -216,7 +216,8 @@ void print_status(const DaemonStatus& report) {
             << " failed handshakes, " << report.disconnects << " disconnects\n";
   std::cout << "members\n";
   print_members(report);
-  std::cout << "ops         " << report.ops_done << " done, " << report.ops_failed << " failed";
+  std::cout << "ops         " << report.ops_done << " done (" << report.ops_rung
+            << " rung on the bell), " << report.ops_failed << " failed";
   std::string kinds;
   for (const zring::wire::ErrorCount& e : report.errors)
     kinds += (kinds.empty() ? "" : ", ") + e.kind + ": " + std::to_string(e.count);
