@@ -279,8 +279,11 @@ void IpcServer::account(OpDone done) {
   const std::uint64_t dense = requests.front().manifest.elements() * sizeof(float);
   Clock::time_point assembled = requests.front().at;  // the last local rank's submission
   for (const Request& r : requests) assembled = std::max(assembled, r.at);
+  // Until the answer: when the ring thread gave it on the boards, not when
+  // this thread took the books (a rung op's may wait up to a heartbeat).
+  const Clock::time_point answered = done.answered_on_board.value_or(Clock::now());
   stats_.op_succeeded(op_name(requests.front().manifest), dense, config_.nodes.size(),
-                      std::chrono::duration<double>(Clock::now() - assembled).count());
+                      std::chrono::duration<double>(answered - assembled).count());
   if (log_level() >= LogLevel::debug)
     log_debug("op " + std::to_string(done.op) + " done: " + op_name(requests.front().manifest) +
               ", " + std::to_string(requests.front().manifest.tensors.size()) + " tensors, " +
