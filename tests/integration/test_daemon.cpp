@@ -276,3 +276,45 @@ BOOST_AUTO_TEST_CASE(local_ranks_that_disagree_are_named) {
     BOOST_TEST(run.error[r].find("rank 1") != std::string::npos, run.error[r]);
   }
 }
+
+// A process alone on its node rings its repeated ops on zringd's bell; when
+// another process takes its rank (its hello alone), zringd forgets them: the
+// old process's next op (the same request, rung on the bell) is refused as
+// from a process that no longer holds the rank, before and after the new
+// one's ops, which give the reference's bits.
+BOOST_AUTO_TEST_CASE(a_rank_taken_by_another_process_refuses_the_old_ones_rung_ops) {
+  LocalRing ring(ring_options(1, 1));
+  ring.start_all();
+  ring.wait_up();
+  const auto talker = [&](const std::string& tag) {
+    Process p = Process::spawn_talking(
+        {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(0), "0", "none", "31", "5,700", "20000"},
+        ring.dir() + "/" + tag + ".err");
+    const auto ready = p.read_line(std::chrono::seconds(20));
+    BOOST_TEST_REQUIRE(ready.value_or("") == "ready 0");
+    return p;
+  };
+  const auto ask = [](Process& p, const std::string& line) {
+    p.send_line(line);
+    return p.read_line(std::chrono::seconds(30)).value_or("no answer");
+  };
+  const std::string f = ring.dir() + "/taken-";
+  Process old_one = talker("old");
+  for (int round = 0; round < 3; ++round)  // the first armed, the others rung
+    BOOST_TEST_REQUIRE(ask(old_one, "round " + std::to_string(round) + " " + f + "old") == "ok");
+  Process new_one = talker("new");  // its hello takes the rank; it has run nothing yet
+  BOOST_TEST(ask(old_one, "round 3 " + f + "old") ==
+             "error invalid_argument local rank 0 is held by another process");
+  for (int round = 0; round < 3; ++round) {
+    const std::string file = f + "new" + std::to_string(round);
+    BOOST_TEST_REQUIRE(ask(new_one, "round " + std::to_string(round) + " " + file) == "ok");
+    std::string own;  // a ring of one: the average is the rank's own values
+    for (const auto& [name, t] : make_gradients(31, round, 0, {5, 700}))
+      own.append(reinterpret_cast<const char*>(t.data().data()), t.numel() * sizeof(float));
+    BOOST_TEST((read_file(file) == own), "round " << round);
+  }
+  BOOST_TEST(ask(old_one, "round 4 " + f + "old") ==
+             "error invalid_argument local rank 0 is held by another process");
+  old_one.send_line("quit");
+  new_one.send_line("quit");
+}
