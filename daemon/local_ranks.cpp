@@ -147,8 +147,10 @@ LocalRanks::Made LocalRanks::assemble() {
         op->local_rank = requests[0].local_rank;
         op->key = std::move(requests[0].repeat_key);
         op->clock_shared = clock_shared_.at(op->local_rank);
+        op->stats = job.input.given_stats.size();
         op->job = job;
         op->job.id = 0;
+        op->job.input.given_stats.clear();
         made.repeats.push_back(std::move(op));
       }
     }

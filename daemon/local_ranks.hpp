@@ -49,9 +49,9 @@ struct Request {
   // stopped or starved), so every node that waited for that op has failed
   // it by now, as this one would have had it been running.
   std::optional<std::string> stale;
-  // Its Submit, request 0 and no wait, encoded, when its op may be rung
-  // again on the bell (RepeatOp: one local rank, values in the shared
-  // buffer, no block statistics, read in time); empty otherwise.
+  // Its Submit, request 0, no wait and no block statistics, encoded, when
+  // its op may be rung again on the bell (RepeatOp: one local rank, values
+  // in the shared buffer, read in time); empty otherwise.
   std::string repeat_key;
 };
 

@@ -107,8 +107,10 @@ void RingWorker::take_rung(const std::uint8_t* data, std::size_t size) {
 std::optional<OpJob> RingWorker::repeat_of(const std::string& client, wire::Submit submit) {
   const std::uint64_t request = submit.request;
   const wire::ClientWait wait = submit.wait;
+  std::vector<float> stats = std::move(submit.block_stats);
   submit.request = 0;
   submit.wait = {};
+  submit.block_stats.clear();
   const std::vector<std::uint8_t> encoded = wire::encode_ipc(submit);
   const std::string key(encoded.begin(), encoded.end());
   std::shared_ptr<const RepeatOp> op;
@@ -120,13 +122,16 @@ std::optional<OpJob> RingWorker::repeat_of(const std::string& client, wire::Subm
     if (it == ops.end()) return std::nullopt;
     op = it->second;
   }
-  if (op->client != client) return std::nullopt;
+  // Another client, or statistics the op does not take (the io thread names
+  // what is wrong with them).
+  if (op->client != client || stats.size() != op->stats) return std::nullopt;
   // Read late, or after its client gave up: the io thread's to judge.
   if (op->clock_shared &&
       (read_too_late(wait, config_.timeout) || client_gave_up(wait, config_.heartbeat)))
     return std::nullopt;
   OpJob job = op->job;
   job.board_answers.at(0).request = request;
+  job.input.given_stats = std::move(stats);
   job.rung = Rung{op, request, collective::Clock::now()};
   return job;
 }

@@ -92,16 +92,18 @@ struct OpJob {
 
 // An op of a node with one local rank that its client may ring again on
 // the bell: the io thread checked its Submit once and arms it; a datagram
-// from the same client with the same Submit (but for its request id and
-// wait) then becomes `job` again on the ring thread, its board answer
-// under the new request id, if it was sent within the times the io thread
+// from the same client with the same Submit (but for its request id, wait
+// and block statistics, of which it brings as many) then becomes `job`
+// again on the ring thread, its board answer under the new request id and
+// its statistics the op's, if it was sent within the times the io thread
 // allows (request_age.hpp).
 struct RepeatOp {
   std::string client;  // the routing id that may ring it
   std::size_t local_rank = 0;
-  std::string key;            // the Submit, request 0 and no wait, encoded
+  std::string key;            // the Submit, request 0, no wait, no block statistics, encoded
   bool clock_shared = false;  // the rank's send times are on zringd's clock
-  OpJob job;                  // one request answered on its board; id 0
+  std::size_t stats = 0;      // block statistics each ring brings (Submit::block_stats)
+  OpJob job;                  // one request answered on its board; id 0, no given_stats
 };
 
 // The ring's health as the ring thread sees it, reported to the io thread.

@@ -81,8 +81,7 @@ class DaemonChannel {
     // must know the DEALER before answering anything.
     const std::vector<std::uint8_t> encoded = wire::encode_ipc(request);
     if constexpr (std::is_same_v<Request, wire::Submit>)
-      if (!data && request.values != wire::ValuesIn::frame && request.block_stats.empty() &&
-          ring_bell(encoded))
+      if (!data && request.values != wire::ValuesIn::frame && ring_bell(encoded))
         return request.request;
     send(encoded, std::move(data), !std::is_same_v<Request, wire::Hello>);
     return request.request;

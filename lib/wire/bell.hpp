@@ -1,7 +1,8 @@
 // bell.hpp - a request rung on zringd's bell (internal).
 //
 // A client alone on its node (local_ranks: 1) sends the requests of its ops
-// in the shared buffer (a Submit with ValuesIn::shared_buffer or ::staged)
+// in the shared buffer (a Submit with ValuesIn::shared_buffer or ::staged,
+// its block statistics too, up to kMaxBellBytes in all)
 // as datagrams on `<ipc path>.bell`, a Unix datagram socket that zringd's
 // ring thread reads itself. An op the io thread has checked and run before
 // for that client starts there, without the hop through the io thread

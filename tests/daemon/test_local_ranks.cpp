@@ -264,6 +264,7 @@ BOOST_AUTO_TEST_CASE(a_lone_rank_op_in_its_buffer_is_armed_to_be_rung_again) {
   Request r = submission("A", 0, 7, IpcClock::now());
   r.region = region;
   r.repeat_key = "the key";
+  r.block_stats = {1.0f, 2.0f};  // this op's own: every ring brings as many
   (void)ranks.submit(r);
   LocalRanks::Made made = ranks.assemble();
   BOOST_REQUIRE_EQUAL(made.jobs.size(), 1u);
@@ -274,6 +275,9 @@ BOOST_AUTO_TEST_CASE(a_lone_rank_op_in_its_buffer_is_armed_to_be_rung_again) {
   BOOST_TEST(op.key == "the key");
   BOOST_TEST(op.clock_shared);
   BOOST_TEST(op.job.id == 0u);
+  BOOST_TEST(op.stats == 2u);
+  BOOST_TEST(op.job.input.given_stats.empty());
+  BOOST_TEST(made.jobs[0].input.given_stats.size() == 2u);
   BOOST_TEST((op.job.input.manifest == made.jobs[0].input.manifest));
   BOOST_REQUIRE_EQUAL(op.job.board_answers.size(), 1u);
   BOOST_TEST((op.job.board_answers[0].region == region));

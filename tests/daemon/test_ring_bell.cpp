@@ -54,6 +54,7 @@ wire::Submit submit_of(std::uint64_t request, const std::string& tensor) {
 std::string key_of(wire::Submit submit) {
   submit.request = 0;
   submit.wait = {};
+  submit.block_stats.clear();
   const std::vector<std::uint8_t> encoded = wire::encode_ipc(submit);
   return std::string(encoded.begin(), encoded.end());
 }
@@ -95,10 +96,12 @@ struct Bell {
   }
   ~Bell() { worker.stop(); }
 
-  std::shared_ptr<const RepeatOp> armed(const std::string& tensor, bool clock_shared) {
+  std::shared_ptr<const RepeatOp> armed(const std::string& tensor, bool clock_shared,
+                                        std::optional<wire::Submit> like = std::nullopt) {
     auto op = std::make_shared<RepeatOp>();
     op->client = kClient;
-    op->key = key_of(submit_of(0, tensor));
+    op->key = key_of(like.value_or(submit_of(0, tensor)));
+    op->stats = like ? like->block_stats.size() : 0;
     op->clock_shared = clock_shared;
     daemon::OpJob& job = op->job;
     job.input.manifest.method = "none";
@@ -196,6 +199,30 @@ BOOST_AUTO_TEST_CASE(what_rings_nothing_armed_goes_to_the_io_thread_as_it_came) 
   for (const auto& frames : bell.forwarded) BOOST_TEST(frames.size() == 2u);
   BOOST_TEST(bell.done.empty());
   BOOST_TEST(bell.worker.take_books().empty());  // nothing ran
+}
+
+// A staged op brings its block statistics with every ring: as many as the
+// op the io thread checked, or the io thread judges them.
+BOOST_AUTO_TEST_CASE(a_rung_op_brings_as_many_block_statistics_as_the_armed_one) {
+  Bell bell;
+  wire::Submit staged = submit_of(0, "s");
+  staged.values = wire::ValuesIn::staged;
+  staged.block_stats = {1.0f, 2.0f};
+  bell.worker.arm(bell.armed("s", true, staged));
+  staged.request = 51;
+  staged.block_stats = {3.0f, 4.0f};  // others than the armed op's: each op has its own
+  bell.ring(kClient, staged);
+  BOOST_TEST_REQUIRE(bell.answer_to(51).has_value(), "the staged op did not run");
+  staged.request = 52;
+  staged.block_stats = {3.0f};
+  bell.ring(kClient, staged);
+  staged.request = 53;
+  staged.block_stats.clear();
+  bell.ring(kClient, staged);
+  BOOST_TEST_REQUIRE(bell.forwarded_count(2), "a ring with other statistics ran");
+  const std::vector<OpDone> books = bell.worker.take_books();
+  BOOST_TEST_REQUIRE(books.size() == 1u);
+  BOOST_TEST(books[0].rung->request == 51u);
 }
 
 BOOST_AUTO_TEST_CASE(a_datagram_without_a_routing_id_is_dropped_and_the_bell_goes_on) {
