@@ -240,7 +240,7 @@ void RingWorker::report_state() {
   on_state_(*state);
 }
 
-std::optional<RingState> RingWorker::changed_state(bool bytes_may_wait) {
+std::optional<RingState> RingWorker::changed_state(bool bytes_may_wait, bool* only_bytes) {
   Ring& r = *ring_;
   RingState state;
   state.up = r.ring.up();
@@ -259,11 +259,13 @@ std::optional<RingState> RingWorker::changed_state(bool bytes_may_wait) {
   // Also reported when only the byte counts moved: the io thread attributes
   // the traffic between two reports to the op that finished between them.
   if (state == r.reported) return std::nullopt;
-  if (bytes_may_wait) {
+  if (bytes_may_wait || only_bytes) {
     RingState bytes_as_reported = state;
     bytes_as_reported.counters.bytes_sent = r.reported.counters.bytes_sent;
     bytes_as_reported.counters.bytes_received = r.reported.counters.bytes_received;
-    if (bytes_as_reported == r.reported) return std::nullopt;
+    const bool bytes_alone = bytes_as_reported == r.reported;
+    if (bytes_may_wait && bytes_alone) return std::nullopt;
+    if (only_bytes) *only_bytes = bytes_alone;
   }
   r.reported = state;
   return state;
@@ -389,9 +391,9 @@ void RingWorker::execute(OpJob& job) {
 // A rung op answered on its board leaves its books to the io thread's next
 // wake (take_books) while the ring changed only its byte counts.
 bool RingWorker::keep_in_books(OpDone& done) {
-  done.state = changed_state(true);
-  if (done.state) return false;  // more than bytes: the io thread hears of it now
-  done.state = changed_state(false);
+  bool only_bytes = true;
+  done.state = changed_state(false, &only_bytes);
+  if (!only_bytes) return false;  // more than bytes: the io thread hears of it now
   std::lock_guard lock(mutex_);
   if (books_.size() >= kMostBooks) return false;
   books_.push_back(std::move(done));

@@ -213,8 +213,8 @@ class RingWorker {
   void report_state();
   // The ring's state when it changed since the last one reported (and then
   // it counts as reported); with bytes_may_wait, not when only the byte
-  // counts moved.
-  std::optional<RingState> changed_state(bool bytes_may_wait);
+  // counts moved. *only_bytes (if given) says whether they alone moved.
+  std::optional<RingState> changed_state(bool bytes_may_wait, bool* only_bytes = nullptr);
   // How long report_state lets a change of the byte counts alone wait.
   static constexpr std::chrono::seconds kBytesEvery{1};
   void execute(OpJob& job);
