@@ -43,6 +43,15 @@ void check_endpoint(const std::string& endpoint) {
   }
 }
 
+// The address of the Unix socket at path; none when the path does not fit.
+std::optional<sockaddr_un> unix_address(const std::string& path) {
+  sockaddr_un address{};
+  if (path.empty() || path.size() >= sizeof address.sun_path) return std::nullopt;
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  return address;
+}
+
 // A routing id of this process's own (16 random bytes, the first not 0,
 // which ZeroMQ keeps for the ids it makes): the request socket names it.
 std::string random_routing_id() {
@@ -68,7 +77,7 @@ DaemonChannel::DaemonChannel(const std::string& endpoint, std::chrono::milliseco
   const std::string ways = way ? way : "";
   if (endpoint.rfind("ipc://", 0) == 0 && ways != "zeromq") {
     requests_path_ = endpoint.substr(6) + ".req";
-    if (ways != "stream") bell_path_ = endpoint.substr(6) + ".bell";
+    if (ways != "stream") bell_address_ = unix_address(endpoint.substr(6) + ".bell");
   }
   socket_.set(zmq::sockopt::linger, 0);
   routing_id_ = random_routing_id();
@@ -107,18 +116,14 @@ DaemonChannel::~DaemonChannel() {
 
 bool DaemonChannel::ring_bell(const std::vector<std::uint8_t>& message) {
   if (!use_bell_ || 1 + routing_id_.size() + message.size() > wire::kMaxBellBytes) return false;
-  sockaddr_un address{};
-  if (bell_path_.size() >= sizeof address.sun_path) return false;
   if (bell_fd_ < 0) bell_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (bell_fd_ < 0) return false;
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, bell_path_.c_str(), bell_path_.size() + 1);
   const std::vector<std::uint8_t> datagram = wire::encode_bell(routing_id_, message);
   watch_.sending();
   ssize_t sent;
   do {  // whole or not at all; to the path each time: a restarted zringd binds it anew
     sent = ::sendto(bell_fd_, datagram.data(), datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
-                    reinterpret_cast<const sockaddr*>(&address), sizeof address);
+                    reinterpret_cast<const sockaddr*>(&*bell_address_), sizeof *bell_address_);
   } while (sent < 0 && errno == EINTR);
   return sent == static_cast<ssize_t>(datagram.size());
 }
@@ -133,19 +138,16 @@ void DaemonChannel::close_request_stream() noexcept {
 // the requests go on the DEALER.
 void DaemonChannel::open_request_stream() {
   close_request_stream();
-  sockaddr_un address{};
-  if (requests_path_.empty() || requests_path_.size() >= sizeof address.sun_path) return;
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, requests_path_.c_str(), requests_path_.size() + 1);
+  const std::optional<sockaddr_un> address = unix_address(requests_path_);
+  if (!address) return;
   requests_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (requests_fd_ < 0) return;
   stream_reader_.emplace(kMaxReplyBytes, kMaxReplyBytes);
   int rc;
   do {
-    rc = ::connect(requests_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+    rc = ::connect(requests_fd_, reinterpret_cast<const sockaddr*>(&*address), sizeof *address);
   } while (rc != 0 && errno == EINTR);
-  const std::string id = socket_.get(zmq::sockopt::routing_id);
-  const std::vector<std::uint8_t> first(id.begin(), id.end());
+  const std::vector<std::uint8_t> first(routing_id_.begin(), routing_id_.end());
   if (rc != 0 || !send_on_stream(first, nullptr) || !stream_taken(first)) close_request_stream();
 }
 

@@ -18,6 +18,8 @@
 // second.
 #pragma once
 
+#include <sys/un.h>
+
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -89,7 +91,7 @@ class DaemonChannel {
 
   // Whether requests of ops in the shared buffer go on the bell (zringd's
   // welcome said this process is its node's one local rank).
-  void use_bell(bool on) { use_bell_ = on && !bell_path_.empty(); }
+  void use_bell(bool on) { use_bell_ = on && bell_address_.has_value(); }
 
   // Waits for the reply to request id, of the kind Answer; connecting for
   // the hello's. With a staged op in flight, copies out what zringd
@@ -161,8 +163,8 @@ class DaemonChannel {
   std::string endpoint_;
   std::string requests_path_;  // the request socket's (none for a tcp:// endpoint)
   int requests_fd_ = -1;
-  std::string bell_path_;  // the bell's (none for a tcp:// endpoint)
-  int bell_fd_ = -1;       // an unbound datagram socket, made at the first ring
+  std::optional<sockaddr_un> bell_address_;  // the bell's (none for a tcp:// endpoint)
+  int bell_fd_ = -1;                         // an unbound datagram socket, made at the first ring
   bool use_bell_ = false;
   std::string routing_id_;  // the DEALER's
   std::optional<wire::TcpFrameReader> stream_reader_;
