@@ -3,7 +3,7 @@
 // compression method, showing what compression buys.
 //
 //   zring-demo [--nodes 4] [--steps 300] [--methods none,fp16,...] [--zringd PATH]
-//              [--zringd-cpus spread|any]   (spread: node n's zringd on CPU n mod the CPUs)
+//              [--zringd-cpus spread|any]   (spread: node n's zringd on the n-th CPU it may use)
 //   zring-demo --worker ENDPOINT METHOD STEPS OUT      (one training process)
 #include <signal.h>
 #include <unistd.h>
@@ -159,7 +159,8 @@ int launcher(int argc, char** argv) {
   options.spread_cpus = spread_cpus;
   zring::proc::LocalRing ring(options);  // stops every daemon when it goes out of scope
   std::cout << "zring demo: " << nodes << " zringd on 127.0.0.1 (ports " << ring.port(0) << "..; "
-            << (spread_cpus ? "node n's on CPU n mod the CPUs, all its threads" : "on any CPU")
+            << (spread_cpus ? "node n's on the n-th CPU the demo may use, all its threads"
+                            : "on any CPU")
             << "), " << nodes << " workers training a " << ring_demo::Mlp(0).parameters()
             << "-parameter MLP for " << steps << " steps per method\n";
   ring.start_all();
