@@ -208,7 +208,7 @@ BOOST_AUTO_TEST_CASE(shared_tensors_given_up_on_a_silent_daemon_stay_as_they_wer
 
   // Node 0's daemon freezes before it reads round 1: its client gives up
   // after 1.5 s of silence while node 1 waits in the ring.
-  ring.daemon(0).signal(SIGSTOP);
+  ring.daemon(0).freeze();  // every thread stopped: none reads round 1 before the thaw
   clients[1].send_line("shared 1 " + f + "r1-1");
   const std::string gave_up = ask(0, "shared 1 " + f + "r1-0");
   BOOST_TEST(gave_up.rfind("error timeout", 0) == 0, gave_up);

@@ -37,6 +37,34 @@ def ring_client():
     return _binary("ZRING_RING_CLIENT")
 
 
+def freeze(process, limit_s=10.0):
+    """Stops a process (SIGSTOP) and returns once every thread of it is stopped.
+
+    kill() returns before the signal has stopped every thread: one thread
+    takes it and stops the others when it next runs, so until then another
+    thread can still read what a test sends right after. A test that means
+    "the process reads this only after it wakes" waits for the stop.
+    """
+    import signal
+    import time
+
+    process.send_signal(signal.SIGSTOP)
+    tasks = f"/proc/{process.pid}/task"
+    deadline = time.monotonic() + limit_s
+    while True:
+        states = []
+        for tid in os.listdir(tasks):
+            try:
+                with open(f"{tasks}/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:  # a thread that ended meanwhile
+                pass
+        if states and all(s in ("T", "t") for s in states):
+            return
+        assert time.monotonic() < deadline, f"pid {process.pid} not stopped: {states}"
+        time.sleep(0.001)
+
+
 @pytest.fixture
 def local_ring(zringd, request):
     """local_ring(nodes, local_ranks=1): a started ring, stopped after the test."""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import zring
-from conftest import on_every_rank, read, wait_all
+from conftest import freeze, on_every_rank, read, wait_all
 from gradients import make_gradients
 
 SIZES = "1,7,5000,12289"
@@ -291,7 +291,7 @@ def test_large_ops_work_again_after_a_zringd_given_up_on_is_replaced(local_ring)
     big = {"w": np.arange(100_000, dtype=np.float32)}  # 400 kB: through the shared buffer
     with zring.CompressedAllReduce.connect(ring.ipc(0), "none", timeout_ms=800) as ar:
         np.testing.assert_array_equal(ar.all_reduce(big)["w"], big["w"])
-        ring.daemons[0].send_signal(signal.SIGSTOP)
+        freeze(ring.daemons[0])
         try:
             with pytest.raises(zring.Error) as caught:
                 ar.all_reduce(big)
@@ -328,7 +328,7 @@ def test_a_request_its_client_gave_up_on_is_not_paired_with_the_next_op(local_ri
 
     try:
         assert both(1.0, 3.0) == (2.0, 2.0)
-        ring.daemons[0].send_signal(signal.SIGSTOP)
+        freeze(ring.daemons[0])
         try:
             with pytest.raises(zring.Error) as caught:
                 ar0.all_reduce(one(100.0))
@@ -400,7 +400,7 @@ def test_an_op_zringd_takes_up_a_ring_timeout_late_fails_on_its_node_alone(local
         # One float first: the frozen op is the first large one, which asks
         # for the buffer.
         assert [float(r[0]) for r in both(1.0, 3.0, 1)] == [2.0, 2.0]
-        ring.daemons[0].send_signal(signal.SIGSTOP)
+        freeze(ring.daemons[0])
         try:
             t = threading.Thread(target=rank0, args=(100.0,))
             t.start()

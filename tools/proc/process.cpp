@@ -156,6 +156,39 @@ void Process::signal(int sig) const {
   if (pid_ > 0 && !status_) ::kill(pid_, sig);
 }
 
+namespace {
+
+// The state letter of every thread of `pid` (/proc/<pid>/task/*/stat).
+std::vector<char> thread_states(pid_t pid) {
+  std::vector<char> states;
+  std::error_code ec;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t close = stat.rfind(')');  // the name may hold anything
+    if (close != std::string::npos && close + 2 < stat.size()) states.push_back(stat[close + 2]);
+  }
+  return states;
+}
+
+}  // namespace
+
+void Process::freeze(std::chrono::milliseconds limit) const {
+  signal(SIGSTOP);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const std::vector<char> states = thread_states(pid_);
+    if (!states.empty() &&
+        std::all_of(states.begin(), states.end(), [](char s) { return s == 'T' || s == 't'; }))
+      return;
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw std::runtime_error("pid " + std::to_string(pid_) + ": not every thread stopped " +
+                               std::to_string(limit.count()) + " ms after SIGSTOP");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 std::optional<int> Process::wait(std::chrono::milliseconds timeout) {
   if (status_) return status_;
   if (pid_ <= 0) return std::nullopt;

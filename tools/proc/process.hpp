@@ -40,6 +40,10 @@ class Process {
   [[nodiscard]] pid_t pid() const noexcept { return pid_; }
   [[nodiscard]] bool running();
   void signal(int sig) const;
+  // SIGSTOP, then waits until every thread of the child is stopped (kill()
+  // returns before they are: one thread takes the signal and stops the
+  // others when it next runs). Throws when they are not within `limit`.
+  void freeze(std::chrono::milliseconds limit = std::chrono::seconds(10)) const;
   // Waits for exit; returns the exit status (128 + signal when killed), or
   // nullopt when it is still running at the deadline.
   std::optional<int> wait(std::chrono::milliseconds timeout);
