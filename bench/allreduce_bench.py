@@ -18,9 +18,11 @@ results/latest points at the newest. See docs/benchmarks.md.
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
+import resource
 import sys
 import time
 
@@ -84,6 +86,11 @@ def parse_args(argv):
     p.add_argument("--trace", action="store_true",
                    help="after each zring method, write the daemons' timeline (zringctl trace) "
                         "to its raw directory and report the median of every phase per size")
+    p.add_argument("--cpu", action="store_true",
+                   help="after each zring method, report the CPU time an op costs (summed over "
+                        "the nodes): zringd's ring threads, its other threads, the clients; "
+                        "every op of the method counts (warmup and barriers too), so give one "
+                        "size")
     p.add_argument("--fusion", action="store_true",
                    help="tensor fusion: ResNet-50's 161 parameter tensors (25,557,032 floats) "
                         "against one tensor of the same size, per method")
@@ -143,6 +150,7 @@ class Bench:
         os.makedirs(self.out, exist_ok=True)
         self.rows = []
         self.phase_text = []  # --trace: one table per zring method
+        self.cpu_rows = []  # --cpu: one row per zring method
         self.unavailable = {}
         self.started = time.monotonic()
         self.meta = {"mode": self.mode, "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -239,8 +247,11 @@ class Bench:
                                     self.measure_memory(series, ring, m, label,
                                                         f"zring-{safe}-{api}-{layout}", layout, api)
                                     continue
-                                self.measure_traced(series, ring, label, lambda: ring.run_method(
-                                    m, f"zring-{safe}-{api}-{layout}", layout, api))
+                                run = functools.partial(ring.run_method, m,
+                                                        f"zring-{safe}-{api}-{layout}", layout, api)
+                                if a.cpu:
+                                    run = self.counting_cpu(ring, label, series.ranks, run)
+                                self.measure_traced(series, ring, label, run)
         finally:
             net.close()
         self.derive()
@@ -267,6 +278,29 @@ class Bench:
                     row["client_peak_rss"] = stats_client_peak(out["dir"], series.ranks, size)
         finally:
             series.plan = whole_plan
+
+    def counting_cpu(self, ring, label, ranks, run):
+        """run, and the CPU its ops cost: the daemons' from /proc, the clients'
+        from this process's reaped children (resource.RUSAGE_CHILDREN)."""
+        def counted():
+            ring0, other0, ops0 = ring.cpu()
+            kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            directory = run()
+            kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            ring1, other1, ops1 = ring.cpu()
+            ops = ops1 - ops0
+            if ops <= 0:
+                return directory
+            clients = (kids1.ru_utime + kids1.ru_stime) - (kids0.ru_utime + kids0.ru_stime)
+            us = lambda seconds: seconds * 1e6 / ops
+            row = (f"| {label} | {ranks} | {ops} | {us(ring1 - ring0):.0f} | "
+                   f"{us(other1 - other0):.0f} | {us(clients):.0f} | "
+                   f"{us(ring1 - ring0 + other1 - other0 + clients):.0f} |")
+            self.cpu_rows.append(row)
+            self.log(f"{label}: CPU per op (us, all nodes): ring threads {us(ring1 - ring0):.0f}, "
+                     f"other zringd threads {us(other1 - other0):.0f}, clients {us(clients):.0f}")
+            return directory
+        return counted
 
     def measure_traced(self, series, ring, label, run):
         """measure(), then with --trace the daemons' timeline of the method."""
@@ -349,6 +383,12 @@ class Bench:
         else:
             text = report.markdown(self.rows, self.meta)
             self.plot_sizes(done)
+        if self.cpu_rows:
+            text += ("\n## CPU an op costs (--cpu)\n\nMicroseconds of CPU per op, summed over "
+                     "the nodes (every op of the method: warmup and barriers too)\n\n"
+                     "| method | ranks | ops per node | zringd ring threads | other zringd "
+                     "threads | clients | all |\n|---|---:|---:|---:|---:|---:|---:|\n" +
+                     "\n".join(self.cpu_rows) + "\n")
         if self.phase_text:
             text += "\n## Where the time goes (zringd's timeline)\n\n" + "\n".join(self.phase_text)
         with open(os.path.join(self.out, "report.md"), "w") as f:

@@ -101,6 +101,26 @@ void bm_decode(benchmark::State& state, const CompressionMethod& method) {
   set_counters(state, g.compression_ratio);
 }
 
+// The ring's first pass of an affine method (quantization, signsgd): each
+// block's statistics, as a node takes them before the summary round.
+void bm_block_stats(benchmark::State& state, const CompressionMethod& method) {
+  const auto codec = codec::make_codec(method.base());
+  const auto& affine = dynamic_cast<const codec::AffineCodec&>(*codec);
+  const std::vector<float>& x = gradient();
+  const std::size_t blocks = (x.size() + codec::kBlockElems - 1) / codec::kBlockElems;
+  std::vector<float> stats(blocks * affine.stats_per_block());
+  for (auto _ : state) {
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t begin = b * codec::kBlockElems;
+      affine.block_stats(x.data() + begin, std::min(codec::kBlockElems, x.size() - begin),
+                         stats.data() + b * affine.stats_per_block());
+    }
+    benchmark::DoNotOptimize(stats.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, 1.0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +144,11 @@ int main(int argc, char** argv) {
     if (m.base().kind() == zring::CompressionKind::topk) {
       benchmark::RegisterBenchmark(("compress_sparse/" + m.to_string()).c_str(), bm_compress, m,
                                    true)
+          ->Unit(benchmark::kMillisecond);
+    }
+    const auto kind = m.base().kind();
+    if (kind == zring::CompressionKind::quantization || kind == zring::CompressionKind::signsgd) {
+      benchmark::RegisterBenchmark(("block_stats/" + m.to_string()).c_str(), bm_block_stats, m)
           ->Unit(benchmark::kMillisecond);
     }
     if (!m.has_error_feedback()) {

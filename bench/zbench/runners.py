@@ -6,6 +6,7 @@ done. zring also needs its daemons: `ZringRing` starts one zringd per node
 from a config it writes, and is kept up for every method of a series.
 """
 
+import json
 import os
 import shutil
 import socket
@@ -71,6 +72,23 @@ def _vm_hwm(pid):
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def _thread_cpu(pid):
+    """(name, CPU seconds) of every thread of pid: user + system time."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = []
+    task = f"/proc/{pid}/task"
+    for tid in os.listdir(task) if os.path.isdir(task) else []:
+        try:
+            with open(f"{task}/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"{task}/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # a thread that ended meanwhile
+            continue
+        out.append((name, (int(fields[11]) + int(fields[12])) / ticks))
+    return out
 
 
 def client_peak_memory(directory, ranks):
@@ -234,6 +252,22 @@ class ZringRing:
     def peak_memory(self):
         """The largest VmHWM of the daemons, in bytes."""
         return max(_vm_hwm(d.popen.pid) for d in self.group.children)
+
+    def cpu(self):
+        """CPU seconds so far of the daemons' ring threads and of their other
+        threads (summed over the nodes), and node 0's ops done."""
+        ring = other = 0.0
+        for d in self.group.children:
+            for thread, seconds in _thread_cpu(d.popen.pid):
+                if thread == "zringd-ring":
+                    ring += seconds
+                else:
+                    other += seconds
+        status = subprocess.run(
+            [self.s.bins.zringctl, "status", "--endpoint", self.ipc(0), "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+        ops = json.loads(status).get("ops_done", 0) if status.strip() else 0
+        return ring, other, ops
 
     def run_method(self, method, name, layout="flat", api="shared"):
         """All ranks run the plan with `method`; returns the timings directory.

@@ -1,5 +1,6 @@
 // test_affine.cpp - the AffineCodec face of quantization and signsgd, which
 // the ring uses to put every rank on one grid and sum codes exactly.
+#include <bit>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
@@ -85,6 +86,31 @@ BOOST_AUTO_TEST_CASE(signsgd_statistics_and_grid) {
   std::vector<std::uint32_t> codes(4);
   s.codec->encode_codes(x.data(), 4, grid, codes.data());
   BOOST_TEST(codes == (std::vector<std::uint32_t>{1, 0, 1, 0}), boost::test_tools::per_element());
+}
+
+// Inf and nan of either sign (and any nan payload) make a block's range nan;
+// the largest finite values of either sign do not.
+BOOST_AUTO_TEST_CASE(every_inf_and_nan_makes_the_range_nan_and_no_finite_value_does) {
+  const Affine q = as_affine(CompressionMethod::quantization(8));
+  const float inf = std::numeric_limits<float>::infinity();
+  const float big = std::numeric_limits<float>::max();
+  const auto nan_of = [](std::uint32_t bits) { return std::bit_cast<float>(bits); };
+  for (const float bad : {inf, -inf, nan_of(0x7fc00000u), nan_of(0xffc00000u), nan_of(0x7f800001u),
+                          nan_of(0xff800001u), nan_of(0xffffffffu)}) {
+    for (std::size_t at = 0; at < 3; ++at) {
+      std::vector<float> x = {0.5f, -2.0f, 3.0f};
+      x[at] = bad;
+      float stats[2];
+      q.codec->block_stats(x.data(), x.size(), stats);
+      BOOST_TEST((std::isnan(stats[0]) && std::isnan(stats[1])), std::bit_cast<std::uint32_t>(bad)
+                                                                     << " at " << at);
+    }
+  }
+  const std::vector<float> extremes = {big, -big, 0.0f, -0.0f};
+  float stats[2];
+  q.codec->block_stats(extremes.data(), extremes.size(), stats);
+  BOOST_TEST(stats[0] == -big);
+  BOOST_TEST(stats[1] == big);
 }
 
 BOOST_AUTO_TEST_CASE(nan_statistics_are_sticky_and_give_a_nan_grid) {
