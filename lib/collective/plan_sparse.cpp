@@ -324,14 +324,31 @@ std::unique_ptr<MethodPlan> make_sparse_plan(PlanInputs& in) {
   return std::make_unique<SparsePlan>(in);
 }
 
-std::size_t sparse_frames(const NodeSummary& summary, const RingOptions& options) noexcept {
-  if (summary.failure) return 0;
+namespace {
+
+// Whether a method's text names one whose sums are sparse; a text that does
+// not parse is not. The ring thread asks it of every summary, whose method
+// is nearly always the one before: that one answer is kept, per thread.
+bool sums_sparsely(const std::string& method) noexcept {
+  thread_local std::string last;
+  thread_local bool last_sparse = false;
+  if (method == last && !last.empty()) return last_sparse;
+  bool sparse = false;
   try {
-    const CompressionKind kind = CompressionMethod::parse(summary.manifest.method).kind();
-    if (codec::method_row(kind).summation != codec::Summation::sparse) return 0;
+    const CompressionKind kind = CompressionMethod::parse(method).kind();
+    sparse = codec::method_row(kind).summation == codec::Summation::sparse;
+    last = method;
+    last_sparse = sparse;
   } catch (const std::exception&) {
-    return 0;
+    // Not kept: what does not parse stays rare.
   }
+  return sparse;
+}
+
+}  // namespace
+
+std::size_t sparse_frames(const NodeSummary& summary, const RingOptions& options) noexcept {
+  if (summary.failure || !sums_sparsely(summary.manifest.method)) return 0;
   return frames_of(static_cast<std::size_t>(summary.manifest.elements()), options);
 }
 
