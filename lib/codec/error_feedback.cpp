@@ -1,9 +1,13 @@
 // error_feedback.cpp - the per-tensor residual kept around any codec.
 #include "codec/error_feedback.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
+#include "codec/vector_clones.hpp"
 #include "codec/view.hpp"
 
 namespace zring::codec {
@@ -11,6 +15,19 @@ namespace {
 
 // A residual entry that is not finite would poison every later step.
 inline float keepable(float r) noexcept { return std::isfinite(r) ? r : 0.0f; }
+
+// out = x + r (out may be r), and whether every sum is finite, in one pass:
+// then the residual needs no pass of its own to be kept finite.
+ZRING_VECTOR_CLONES bool add_all_finite(const float* x, const float* r, std::size_t n,
+                                        float* out) noexcept {
+  std::uint32_t not_finite = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = x[i] + r[i];
+    out[i] = v;
+    not_finite |= (std::bit_cast<std::uint32_t>(v) & 0x7f800000u) == 0x7f800000u;
+  }
+  return not_finite == 0;
+}
 
 // r = what compression dropped: corrected - decoded, kept finite.
 void store_difference(std::vector<float>& r, const float* corrected, const float* decoded,
@@ -50,25 +67,39 @@ std::vector<float>& ErrorFeedback::staging(const std::string& name, std::size_t 
 
 float* ErrorFeedback::corrected_in_staging(const std::string& name, const float* x, std::size_t n) {
   float* out = staging(name, n).data();
-  corrected(name, x, n, out);
+  const std::vector<float>* r = residual(name);
+  if (r == nullptr || r->size() != n) {
+    std::copy(x, x + n, out);
+    finite_staged_.erase(name);  // not known: stage_sparse checks every value
+  } else {
+    finite_staged_[name] = add_all_finite(x, r->data(), n, out);
+  }
   return out;
 }
 
 void ErrorFeedback::stage(const std::string& name, const float* corrected, const float* decoded,
                           std::size_t n) {
+  finite_staged_.erase(name);
   store_difference(staging(name, n), corrected, decoded, n);
 }
 
 void ErrorFeedback::stage_sparse(const std::string& name, const float* corrected, std::size_t n,
                                  const CompressedGradient& view) {
   std::vector<float>& r = staging(name, n);
+  // Corrected in this very buffer by corrected_in_staging, every value
+  // finite: outside the view's entries it already is the residual.
+  const auto finite = finite_staged_.find(name);
+  const bool in_place_and_finite =
+      finite != finite_staged_.end() && finite->second && corrected == r.data();
+  if (finite != finite_staged_.end()) finite_staged_.erase(finite);
   // What a dense decode would hold: 0 + value at the view's entries (0 + v
   // is v but for -0, which it makes +0), 0 elsewhere; c - 0 is c.
   if (detail::is_dense_view(view)) {
     for (std::size_t i = 0; i < n; ++i) r[i] = keepable(corrected[i] - (0.0f + view.values[i]));
     return;
   }
-  for (std::size_t i = 0; i < n; ++i) r[i] = keepable(corrected[i]);
+  if (!in_place_and_finite)
+    for (std::size_t i = 0; i < n; ++i) r[i] = keepable(corrected[i]);
   for (std::size_t j = 0; j < view.indices.size(); ++j) {
     const std::uint32_t i = view.indices[j];
     r[i] = keepable(corrected[i] - (0.0f + view.values[j]));
@@ -76,6 +107,7 @@ void ErrorFeedback::stage_sparse(const std::string& name, const float* corrected
 }
 
 void ErrorFeedback::commit() {
+  finite_staged_.clear();
   for (auto& [name, next] : pending_) {
     residuals_[name].swap(next);
     spare_[name].swap(next);  // the old residual: the next stage's buffer
@@ -84,6 +116,7 @@ void ErrorFeedback::commit() {
 }
 
 void ErrorFeedback::discard() {
+  finite_staged_.clear();
   for (auto& [name, next] : pending_) spare_[name].swap(next);
   pending_.clear();
 }
@@ -95,7 +128,7 @@ CompressedGradient ErrorFeedback::compress(const Codec& codec, const std::string
   // buffer, and a sparse view costs one pass over its entries.
   std::vector<float>& r = residuals_[name];
   if (r.size() != n) r.assign(n, 0.0f);
-  for (std::size_t i = 0; i < n; ++i) r[i] = x[i] + r[i];
+  const bool finite = add_all_finite(x, r.data(), n, r.data());
   CompressedGradient g;
   try {
     g = codec.compress(r.data(), n, ctx);
@@ -106,8 +139,13 @@ CompressedGradient ErrorFeedback::compress(const Codec& codec, const std::string
   if (detail::is_dense_view(g)) {
     for (std::size_t i = 0; i < n; ++i) r[i] = keepable(r[i] - g.values[i]);
   } else {
-    for (std::size_t j = 0; j < g.indices.size(); ++j) r[g.indices[j]] -= g.values[j];
-    for (float& v : r) v = keepable(v);
+    if (finite) {  // only the view's entries can have left the finite range
+      for (std::size_t j = 0; j < g.indices.size(); ++j)
+        r[g.indices[j]] = keepable(r[g.indices[j]] - g.values[j]);
+    } else {
+      for (std::size_t j = 0; j < g.indices.size(); ++j) r[g.indices[j]] -= g.values[j];
+      for (float& v : r) v = keepable(v);
+    }
   }
   return g;
 }

@@ -50,6 +50,7 @@ class ErrorFeedback {
     residuals_.clear();
     pending_.clear();
     spare_.clear();
+    finite_staged_.clear();
   }
   [[nodiscard]] std::size_t size() const noexcept { return residuals_.size(); }
 
@@ -59,6 +60,9 @@ class ErrorFeedback {
   std::unordered_map<std::string, std::vector<float>> residuals_;
   std::unordered_map<std::string, std::vector<float>> pending_;  // staged, not yet current
   std::unordered_map<std::string, std::vector<float>> spare_;    // buffers for the next stage
+  // Per name, whether corrected_in_staging found every corrected value
+  // finite (stage_sparse then leaves the entries off the view as they are).
+  std::unordered_map<std::string, bool> finite_staged_;
 };
 
 }  // namespace zring::codec

@@ -134,4 +134,33 @@ BOOST_AUTO_TEST_CASE(non_finite_residual_entries_are_reset) {
              boost::test_tools::per_element());
 }
 
+// The ring's way: corrected in the staging buffer, the sparse view taken off
+// in place. Whether or not every corrected value was finite, the staged
+// residual is the corrected values without the view's entries, with
+// non-finite ones stored as 0, the same as compress() keeps.
+BOOST_AUTO_TEST_CASE(staged_sparse_residuals_match_compress_with_and_without_overflow) {
+  const auto c = codec::make_codec(CompressionMethod::topk(10));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const bool overflow : {false, true}) {
+    BOOST_TEST_CONTEXT("overflow " << overflow) {
+      codec::ErrorFeedback staged, direct;
+      for (int step = 0; step < 3; ++step) {
+        std::vector<float> x = t::normal_values(1000, 20 + step);
+        if (overflow && step == 2) {  // more than top-k keeps: some stay off the view
+          for (std::size_t i = 0; i < 15; ++i) x[60 * i + 3] = i % 2 ? inf : -inf;
+          x[901] = std::numeric_limits<float>::quiet_NaN();
+        }
+        float* corrected = staged.corrected_in_staging("w", x.data(), x.size());
+        const CompressedGradient view = c->compress(corrected, x.size(), {});
+        staged.stage_sparse("w", corrected, x.size(), view);
+        staged.commit();
+        const CompressedGradient sent = direct.compress(*c, "w", x.data(), x.size(), {});
+        BOOST_TEST((view.indices == sent.indices));
+        BOOST_TEST(t::same_bits(*staged.residual("w"), *direct.residual("w")));
+        for (const float v : *staged.residual("w")) BOOST_REQUIRE(std::isfinite(v));
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
