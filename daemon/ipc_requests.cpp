@@ -141,14 +141,7 @@ void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
     // name is no longer needed, and gone, it cannot outlive this zringd.
     r.region->remove_file();
     r.values = collective::Bytes(r.region->data(), bytes, r.region);
-    if (config_.local_ranks == 1) {
-      wire::Submit key = submit;  // what a ring of the same op on the bell holds
-      key.request = 0;
-      key.wait = {};
-      key.block_stats.clear();  // each ring brings its own (RepeatOp::stats)
-      const std::vector<std::uint8_t> encoded = wire::encode_ipc(key);
-      r.repeat_key.assign(encoded.begin(), encoded.end());
-    }
+    if (config_.local_ranks == 1) r.repeat_key = repeat_key(submit);
   } else {
     // No frame at all is a frame of 0 bytes (room == bytes == 0 here).
     auto message = std::make_shared<zmq::message_t>(values ? std::move(*values) : zmq::message_t());

@@ -19,6 +19,14 @@ zmq::message_t message_of(std::span<const std::uint8_t> bytes) {
 
 }  // namespace
 
+std::string repeat_key(wire::Submit submit) {
+  submit.request = 0;
+  submit.wait = {};
+  submit.block_stats.clear();  // each ring brings its own (RepeatOp::stats)
+  const std::vector<std::uint8_t> encoded = wire::encode_ipc(submit);
+  return std::string(encoded.begin(), encoded.end());
+}
+
 void RingWorker::take_bell(std::unique_ptr<BellSocket> bell,
                            std::function<void(std::vector<zmq::message_t>)> forward) {
   {
@@ -107,17 +115,14 @@ void RingWorker::take_rung(const std::uint8_t* data, std::size_t size) {
 std::optional<OpJob> RingWorker::repeat_of(const std::string& client, wire::Submit submit) {
   const std::uint64_t request = submit.request;
   const wire::ClientWait wait = submit.wait;
+  const std::uint32_t local_rank = submit.local_rank;
   std::vector<float> stats = std::move(submit.block_stats);
-  submit.request = 0;
-  submit.wait = {};
-  submit.block_stats.clear();
-  const std::vector<std::uint8_t> encoded = wire::encode_ipc(submit);
-  const std::string key(encoded.begin(), encoded.end());
+  const std::string key = repeat_key(std::move(submit));
   std::shared_ptr<const RepeatOp> op;
   {
     std::lock_guard lock(mutex_);
-    if (submit.local_rank >= repeats_.size()) return std::nullopt;
-    const auto& ops = repeats_[submit.local_rank];
+    if (local_rank >= repeats_.size()) return std::nullopt;
+    const auto& ops = repeats_[local_rank];
     const auto it = ops.find(key);
     if (it == ops.end()) return std::nullopt;
     op = it->second;

@@ -97,6 +97,11 @@ struct OpJob {
 // again on the ring thread, its board answer under the new request id and
 // its statistics the op's, if it was sent within the times the io thread
 // allows (request_age.hpp).
+// RepeatOp::key of a Submit: the Submit without its request id, wait and
+// block statistics, encoded. The io thread arms an op under it and the ring
+// thread looks a ring up by it, so both make it here.
+std::string repeat_key(wire::Submit submit);
+
 struct RepeatOp {
   std::string client;  // the routing id that may ring it
   std::size_t local_rank = 0;

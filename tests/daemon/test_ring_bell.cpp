@@ -51,14 +51,6 @@ wire::Submit submit_of(std::uint64_t request, const std::string& tensor) {
   return submit;
 }
 
-std::string key_of(wire::Submit submit) {
-  submit.request = 0;
-  submit.wait = {};
-  submit.block_stats.clear();
-  const std::vector<std::uint8_t> encoded = wire::encode_ipc(submit);
-  return std::string(encoded.begin(), encoded.end());
-}
-
 // A worker on a ring of one node with its bell in a temporary directory,
 // an op on a shared buffer armed for kClient, and what it forwards.
 struct Bell {
@@ -100,7 +92,7 @@ struct Bell {
                                         std::optional<wire::Submit> like = std::nullopt) {
     auto op = std::make_shared<RepeatOp>();
     op->client = kClient;
-    op->key = key_of(like.value_or(submit_of(0, tensor)));
+    op->key = daemon::repeat_key(like.value_or(submit_of(0, tensor)));
     op->stats = like ? like->block_stats.size() : 0;
     op->clock_shared = clock_shared;
     daemon::OpJob& job = op->job;
