@@ -40,12 +40,19 @@ void store_difference(std::vector<float>& r, const float* corrected, const float
 
 void ErrorFeedback::corrected(const std::string& name, const float* x, std::size_t n,
                               float* out) const {
+  (void)corrected_known_finite(name, x, n, out);
+}
+
+// corrected(), and whether every value is known to be finite (not known
+// without a residual: x is copied unread).
+bool ErrorFeedback::corrected_known_finite(const std::string& name, const float* x, std::size_t n,
+                                           float* out) const {
   const std::vector<float>* r = residual(name);
   if (r == nullptr || r->size() != n) {
     std::copy(x, x + n, out);
-    return;
+    return false;
   }
-  for (std::size_t i = 0; i < n; ++i) out[i] = x[i] + (*r)[i];
+  return add_all_finite(x, r->data(), n, out);
 }
 
 void ErrorFeedback::update(const std::string& name, const float* corrected, const float* decoded,
@@ -67,13 +74,7 @@ std::vector<float>& ErrorFeedback::staging(const std::string& name, std::size_t 
 
 float* ErrorFeedback::corrected_in_staging(const std::string& name, const float* x, std::size_t n) {
   float* out = staging(name, n).data();
-  const std::vector<float>* r = residual(name);
-  if (r == nullptr || r->size() != n) {
-    std::copy(x, x + n, out);
-    finite_staged_.erase(name);  // not known: stage_sparse checks every value
-  } else {
-    finite_staged_[name] = add_all_finite(x, r->data(), n, out);
-  }
+  finite_staged_[name] = corrected_known_finite(name, x, n, out);
   return out;
 }
 

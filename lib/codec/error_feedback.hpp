@@ -56,6 +56,8 @@ class ErrorFeedback {
 
  private:
   std::vector<float>& staging(const std::string& name, std::size_t n);
+  bool corrected_known_finite(const std::string& name, const float* x, std::size_t n,
+                              float* out) const;
 
   std::unordered_map<std::string, std::vector<float>> residuals_;
   std::unordered_map<std::string, std::vector<float>> pending_;  // staged, not yet current
