@@ -34,16 +34,18 @@ void GatheredValues::floats(const RingLink& link, std::size_t count,
 template <class Lane>
 void gather_allreduce(const Lane& lane, std::size_t nodes, const float* contributions,
                       float* result, std::size_t elements, std::size_t average_over) {
-  constexpr std::size_t kBlock = 4096;
+  // Scratch of one block, or of the op when it is smaller (most ops that
+  // come here are: a one-float op need not clear 48 KiB).
+  const std::size_t block = std::min<std::size_t>(4096, std::max<std::size_t>(elements, 1));
   std::vector<Lane> lanes;
   for (std::size_t c = 0; c <= nodes; ++c)
     lanes.push_back(lane.carrying(std::max<std::size_t>(c, 1)));
-  std::vector<float> acc(kBlock);
-  std::vector<std::uint8_t> wire(lanes[nodes].wire_bytes(kBlock) + lanes[1].wire_bytes(kBlock));
+  std::vector<float> acc(block);
+  std::vector<std::uint8_t> wire(lanes[nodes].wire_bytes(block) + lanes[1].wire_bytes(block));
   for (std::size_t s = 0; s < nodes; ++s) {
     const std::size_t end = segment_begin(elements, nodes, s + 1);
-    for (std::size_t at = segment_begin(elements, nodes, s); at < end; at += kBlock) {
-      const std::size_t len = std::min(kBlock, end - at);
+    for (std::size_t at = segment_begin(elements, nodes, s); at < end; at += block) {
+      const std::size_t len = std::min(block, end - at);
       std::copy_n(contributions + s * elements + at, len, acc.data());
       for (std::size_t h = 1; h < nodes; ++h) {
         const float* mine = contributions + ((s + h) % nodes) * elements + at;
