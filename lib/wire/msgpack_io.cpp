@@ -257,15 +257,44 @@ bool reference_in_place(msgpack::type::object_type, std::size_t, void*) { return
 
 // --- reading: 3. the object tree ---------------------------------------------
 
-msgpack::object_handle unpack_tree(const std::uint8_t* data, std::size_t size,
-                                   const TreeLimits& limits) {
+namespace {
+
+// The zones of this thread's trees that are gone, cleared: each keeps its
+// first chunk (msgpack-c's default, 8 KiB), so a few cost little memory
+// and a message whose tree fits takes no allocation.
+constexpr std::size_t kSpareZones = 4;
+std::vector<std::unique_ptr<msgpack::zone>>& spare_zones() {
+  thread_local std::vector<std::unique_ptr<msgpack::zone>> zones;
+  return zones;
+}
+
+}  // namespace
+
+Tree::~Tree() {
+  if (!zone_) return;  // moved from
+  zone_->clear();
+  std::vector<std::unique_ptr<msgpack::zone>>& spare = spare_zones();
+  if (spare.size() < kSpareZones) spare.push_back(std::move(zone_));
+}
+
+Tree unpack_tree(const std::uint8_t* data, std::size_t size, const TreeLimits& limits) {
   const auto* bytes = reinterpret_cast<const char*>(data);
   scan_tree(bytes, size, limits);
   const msgpack::unpack_limit belt(limits.max_array, 0, limits.max_str, limits.max_bin, 0,
                                    limits.max_depth);
+  std::vector<std::unique_ptr<msgpack::zone>>& spare = spare_zones();
+  std::unique_ptr<msgpack::zone> zone;
+  if (spare.empty()) {
+    zone = std::make_unique<msgpack::zone>();
+  } else {
+    zone = std::move(spare.back());
+    spare.pop_back();
+  }
   try {
     std::size_t offset = 0;
-    return msgpack::unpack(bytes, size, offset, reference_in_place, nullptr, belt);
+    const msgpack::object root =
+        msgpack::unpack(*zone, bytes, size, offset, reference_in_place, nullptr, belt);
+    return Tree(root, std::move(zone));
   } catch (const msgpack::unpack_error& e) {
     malformed(std::string(limits.message) + ": msgpack: " + e.what());
   }

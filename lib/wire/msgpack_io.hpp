@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <msgpack.hpp>
 #include <span>
 #include <string>
@@ -98,10 +99,28 @@ struct TreeLimits {
   std::size_t max_bin = 0;      // bytes of any one binary
 };
 
+// An unpacked message. Its objects live in a zone that the thread takes
+// again for its next message once this tree is gone, so a thread that
+// decodes message after message (the ring thread: every ring header and
+// summary) allocates nothing for their trees.
+class Tree {
+ public:
+  Tree(const msgpack::object& root, std::unique_ptr<msgpack::zone> zone) noexcept
+      : root_(root), zone_(std::move(zone)) {}
+  Tree(Tree&&) noexcept = default;
+  Tree& operator=(Tree&&) = delete;
+  ~Tree();
+  [[nodiscard]] const msgpack::object& get() const noexcept { return root_; }
+
+ private:
+  msgpack::object root_;
+  std::unique_ptr<msgpack::zone> zone_;
+};
+
 // Steps 2 and 3: scans, then unpacks, the whole message (no trailing bytes).
 // Strings and binaries of the tree point into data, which must outlive it.
-[[nodiscard]] msgpack::object_handle unpack_tree(const std::uint8_t* data, std::size_t size,
-                                                 const TreeLimits& limits);
+[[nodiscard]] Tree unpack_tree(const std::uint8_t* data, std::size_t size,
+                               const TreeLimits& limits);
 
 // Checked accessors of an unpacked object; each throws malformed_message
 // naming `where` when the object is of another type or beyond the bounds.

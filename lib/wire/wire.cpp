@@ -120,7 +120,7 @@ CompressedMap decode_gradients(const std::uint8_t* data, std::size_t size,
   if (size > limits.max_message_bytes)
     malformed("gradients message of " + std::to_string(size) + " bytes (at most " +
               std::to_string(limits.max_message_bytes) + ")");
-  const msgpack::object_handle tree = unpack_tree(data, size, gradient_tree(limits));
+  const Tree tree = unpack_tree(data, size, gradient_tree(limits));
   const auto entries = as_array(body(tree.get(), 1, "gradients message")[0], 0, limits.max_tensors,
                                 Where{"gradients message", "tensors"});
   CompressedMap out;

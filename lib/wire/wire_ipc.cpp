@@ -284,7 +284,7 @@ std::vector<std::uint8_t> encode_ipc(const IpcMessage& message) {
 
 IpcMessage decode_ipc(const std::uint8_t* data, std::size_t size) {
   expect_type(read_header(data, size), MessageType::ipc);
-  const msgpack::object_handle tree = unpack_tree(
+  const Tree tree = unpack_tree(
       data, size, manifest_message_tree(kIpc, kMostRootItems, kMaxIpcTextBytes, kMaxIpcBinBytes));
   const auto root = as_array(tree.get(), 4, kMostRootItems, Where{kIpc, ""});
   const auto kind = static_cast<IpcKind>(as_kind(root[2], kLastKind, Where{kIpc, "kind"}));

@@ -125,7 +125,7 @@ std::vector<std::uint8_t> encode_ring_header(const RingHeader& h) {
 
 RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size) {
   expect_type(read_header(data, size), MessageType::ring);
-  const msgpack::object_handle tree = unpack_tree(data, size, kRingTree);
+  const Tree tree = unpack_tree(data, size, kRingTree);
   const auto f = body(tree.get(), kRingItems, kRing);
   RingHeader h;
   h.kind = static_cast<RingKind>(
@@ -181,7 +181,7 @@ NodeSummary decode_summary(const std::uint8_t* data, std::size_t size) {
   if (size > kMaxSummaryBytes)
     malformed("summary message of " + std::to_string(size) + " bytes (at most " +
               std::to_string(kMaxSummaryBytes) + ")");
-  const msgpack::object_handle tree = unpack_tree(
+  const Tree tree = unpack_tree(
       data, size,
       manifest_message_tree(kSummary, 2 + kSummaryItems, kMaxRingTextBytes, kMaxSummaryBytes));
   const auto f = body(tree.get(), kSummaryItems, kSummary);

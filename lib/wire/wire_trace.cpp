@@ -87,7 +87,7 @@ std::vector<std::uint8_t> encode_trace(const Trace& trace) {
 
 Trace decode_trace(const std::uint8_t* data, std::size_t size) {
   expect_type(read_header(data, size), MessageType::trace);
-  const msgpack::object_handle tree = unpack_tree(data, size, kTraceTree);
+  const Tree tree = unpack_tree(data, size, kTraceTree);
   const auto f = body(tree.get(), kTraceItems, kTrace);
   Trace trace;
   trace.node = std::string(as_str(f[0], kMaxNodeNameBytes, Where{kTrace, "node"}));
