@@ -104,7 +104,7 @@ void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
   const std::uint64_t bytes = submit.manifest.elements() * sizeof(float);
   r.staged = submit.values == wire::ValuesIn::staged;
   const bool shared = submit.values != wire::ValuesIn::frame;
-  if (shared) r.region = ranks_.region(l);
+  if (shared) r.region = ranks_.region(l, submit.buffer);
   const std::uint64_t room =
       shared ? (r.region ? r.region->size() : 0) : (values ? values->size() : 0);
   if (shared ? room < bytes : room != bytes) {
@@ -191,7 +191,7 @@ void IpcServer::on_attach(const std::string& client, const wire::Attach& attach)
                            "." + std::to_string(++regions_made_);
   worker_.disarm(l);  // its ops were in the buffer this one replaces
   try {
-    ranks_.set_region(l, transport::SharedRegion::create(path, attach.bytes));
+    ranks_.set_region(l, attach.buffer, transport::SharedRegion::create(path, attach.bytes));
   } catch (const Error& e) {
     send_error(client, attach.request, e.code(), e.what());
     return;

@@ -40,7 +40,7 @@ LocalRanks::Hello LocalRanks::hello(const std::string& client, std::size_t l, bo
   waiting_[l].clear();
   owes_[l].reset();
   late_[l].reset();
-  regions_[l].reset();
+  regions_[l] = {};
   owners_[l] = client;
   hello.taken = true;
   return hello;
@@ -229,7 +229,7 @@ std::vector<Refusal> LocalRanks::clear(ErrorCode code, const std::string& why) {
   for (const Request* r : pending()) refused.push_back({r->client, r->id, code, why});
   waiting_.assign(config_.local_ranks, {});
   running_.clear();
-  regions_.assign(config_.local_ranks, nullptr);
+  regions_.assign(config_.local_ranks, {});
   return refused;
 }
 

@@ -8,6 +8,7 @@
 // (tests/daemon) drive it directly.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -95,12 +96,14 @@ class LocalRanks {
                                                    std::size_t local_rank,
                                                    std::uint64_t request) const;
 
+  // Local rank l's shared buffer in `slot` (null before it asked for one).
   [[nodiscard]] const std::shared_ptr<transport::SharedRegion>& region(
-      std::size_t local_rank) const {
-    return regions_.at(local_rank);
+      std::size_t local_rank, wire::SharedSlot slot) const {
+    return regions_.at(local_rank).at(static_cast<std::size_t>(slot));
   }
-  void set_region(std::size_t local_rank, std::shared_ptr<transport::SharedRegion> region) {
-    regions_.at(local_rank) = std::move(region);
+  void set_region(std::size_t local_rank, wire::SharedSlot slot,
+                  std::shared_ptr<transport::SharedRegion> region) {
+    regions_.at(local_rank).at(static_cast<std::size_t>(slot)) = std::move(region);
   }
 
   // A request of local rank l that zringd read too late (for a shared
@@ -155,7 +158,8 @@ class LocalRanks {
   std::vector<std::string> owners_;               // per local rank: its client
   std::vector<std::optional<Status>> owes_;       // per local rank: fail its next op
   std::vector<std::optional<std::string>> late_;  // per local rank: its next op is stale
-  std::vector<std::shared_ptr<transport::SharedRegion>> regions_;  // per local rank
+  using Buffers = std::array<std::shared_ptr<transport::SharedRegion>, 2>;  // by wire::SharedSlot
+  std::vector<Buffers> regions_;                                            // per local rank
   std::vector<bool> clock_shared_;  // per local rank: its hello's send time read as ours
   std::map<std::uint64_t, std::vector<Request>> running_;  // job id -> its requests
   std::uint64_t next_job_ = 1;

@@ -88,12 +88,13 @@ class CompressedAllReduce {
   void all_reduce_in_place(const TensorViews& tensors);
 
   // Tensors for all_reduce_in_place(SharedTensors&), zero-filled. Connected,
-  // they live in a buffer this process shares with its zringd; the most
-  // recently made SharedTensors of an object keeps that buffer until an
-  // all_reduce of a TensorMap of 256 KiB or more needs one (or the daemon
-  // goes silent and the object gives the buffer up): after that it still
-  // works, with one copy each way (zero_copy() tells). Standalone, they are
-  // ordinary memory. Throws invalid_argument when a shape's size overflows.
+  // they live in a buffer this process shares with its zringd, apart from
+  // the one the object's ops of other tensors go through, and the most
+  // recently made SharedTensors of an object keep it until the daemon
+  // restarts or goes silent and the object gives the buffer up: after that
+  // they still work, with one copy each way (zero_copy() tells). Standalone,
+  // they are ordinary memory. Throws invalid_argument when a shape's size
+  // overflows.
   [[nodiscard]] SharedTensors make_shared_tensors(const TensorShapes& shapes);
 
   // all_reduce_in_place for SharedTensors: the same op, the same bits as

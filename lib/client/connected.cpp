@@ -88,7 +88,10 @@ class Connected final : public CompressedAllReduce::Impl {
       : options_(options),
         local_(method, 1),
         method_(std::move(method)),
-        channel_(endpoint, options.timeout, [this] { buffer_.give_up(); }) {
+        channel_(endpoint, options.timeout, [this] {
+          ops_buffer_.give_up();
+          tensors_buffer_.give_up();
+        }) {
     hello();
     local_ = LocalAggregator(method_, world_size_);
   }
@@ -140,22 +143,22 @@ class Connected final : public CompressedAllReduce::Impl {
     reduce(ios, shapes_of(fused), broadcast_from(root));
   }
 
-  // SharedTensors live in a buffer of their own, which becomes this
-  // object's buffer: zringd reads the values there and writes the averages
-  // back over them.
+  // SharedTensors live in a buffer of their own, in the tensors slot: zringd
+  // reads the values there and writes the averages back over them, and ops
+  // of other tensors go through the ops slot's buffer, never this one.
   std::shared_ptr<SharedTensors::Storage> make_shared_tensors(const TensorShapes& shapes) override {
     auto storage = SharedTensors::Storage::lay_out(shapes);
     if (storage->elements == 0) {
       storage->allocate_private();
       return storage;
     }
-    attach(storage->elements * sizeof(float), false);
-    buffer_.lend(storage);
+    attach(tensors_buffer_, storage->elements * sizeof(float), false);
+    tensors_buffer_.lend(storage);
     return storage;
   }
 
   void all_reduce_in_place(SharedTensors::Storage& tensors) override {
-    if (!buffer_.holds(tensors)) {
+    if (!tensors_buffer_.holds(tensors)) {
       // Not (or no longer) where zringd looks: staged like caller memory.
       TensorViews views;
       for (const auto& [name, shape] : tensors.shapes)
@@ -165,15 +168,16 @@ class Connected final : public CompressedAllReduce::Impl {
     }
     wire::Submit request = submit_for(tensors.shapes, {});
     request.values = wire::ValuesIn::shared_buffer;
+    request.buffer = wire::SharedSlot::tensors;
     DaemonChannel::Reply<wire::Result> reply;
     try {
       reply = channel_.call<wire::Result>(request, std::nullopt,
-                                          &transport::board_of(*buffer_.region()));
+                                          &transport::board_of(*tensors_buffer_.region()));
     } catch (const Error& e) {
       if (!channel_.daemon_restarted(e)) throw;
       // The daemon restarted: its buffer went with it. Greet the new one and
       // go through a copy this time (the values are still untouched).
-      buffer_.drop();
+      drop_buffers();
       hello();
       all_reduce_in_place(tensors);
       return;
@@ -247,10 +251,9 @@ class Connected final : public CompressedAllReduce::Impl {
     const bool keep_inputs = options_.ring_change_retries != 0 && in_place;
     Attempts attempts(*this);
     for (;;) {
-      // Never over the values of the SharedTensors that hold the buffer.
-      if (!buffer_.region() || buffer_.region()->size() < bytes || buffer_.lent())
-        attach(bytes, true);
-      transport::SharedRegion& region = *buffer_.region();
+      if (!ops_buffer_.region() || ops_buffer_.region()->size() < bytes)
+        attach(ops_buffer_, bytes, true);
+      transport::SharedRegion& region = *ops_buffer_.region();
       transport::StagingBoard& board = transport::board_of(region);
       board.reset();
       StagedTransfer transfer(ios, reinterpret_cast<float*>(region.data()), board, order);
@@ -313,7 +316,7 @@ class Connected final : public CompressedAllReduce::Impl {
       }
       if (greeted_ || !c_.channel_.daemon_restarted(e)) return false;
       greeted_ = true;
-      c_.buffer_.drop();
+      c_.drop_buffers();
       c_.hello();
       return true;
     }
@@ -404,16 +407,16 @@ class Connected final : public CompressedAllReduce::Impl {
   // either side: the values go in a frame then); any other failure (zringd
   // silent or gone) is the op's.
   transport::SharedRegion* small_buffer(std::size_t bytes) {
-    if (bytes == 0 || buffer_.lent()) return nullptr;
-    if (!buffer_.region() || buffer_.region()->size() < bytes) {
+    if (bytes == 0) return nullptr;
+    if (!ops_buffer_.region() || ops_buffer_.region()->size() < bytes) {
       try {
-        attach(kSharedBytes, true);
+        attach(ops_buffer_, kSharedBytes, true);
       } catch (const Error& e) {
         if (e.code() != ErrorCode::resource_limit && e.code() != ErrorCode::system_error) throw;
         return nullptr;
       }
     }
-    return buffer_.region().get();
+    return ops_buffer_.region().get();
   }
 
   void hello() {
@@ -429,26 +432,34 @@ class Connected final : public CompressedAllReduce::Impl {
     channel_.use_bell(local_ranks_ == 1);
   }
 
-  // A new shared buffer (SharedBuffer::attach). A zringd that restarted
-  // since the hello does not know this process: it is greeted again, once
-  // (else every later large op would fail the same way, its buffer asked
-  // for before any retry).
-  void attach(std::size_t bytes, bool room) {
+  // A new shared buffer in buffer's slot (SharedBuffer::attach). A zringd
+  // that restarted since the hello does not know this process: it is
+  // greeted again, once (else every later large op would fail the same
+  // way, its buffer asked for before any retry); both buffers went with it.
+  void attach(SharedBuffer& buffer, std::size_t bytes, bool room) {
     const auto local_rank = static_cast<std::uint32_t>(options_.local_rank);
     try {
-      buffer_.attach(channel_, local_rank, bytes, room);
+      buffer.attach(channel_, local_rank, bytes, room);
     } catch (const Error& e) {
       if (!channel_.daemon_restarted(e)) throw;
+      drop_buffers();
       hello();
-      buffer_.attach(channel_, local_rank, bytes, room);
+      buffer.attach(channel_, local_rank, bytes, room);
     }
+  }
+
+  void drop_buffers() {
+    ops_buffer_.drop();
+    tensors_buffer_.drop();
   }
 
   ConnectOptions options_;
   LocalAggregator local_;
   CompressionMethod method_;
   DaemonChannel channel_;
-  SharedBuffer buffer_;           // given up by channel_ when it gives up on a request
+  // Both given up by channel_ when it gives up on a request.
+  SharedBuffer ops_buffer_{wire::SharedSlot::ops};          // ops of caller memory
+  SharedBuffer tensors_buffer_{wire::SharedSlot::tensors};  // the latest SharedTensors
   std::size_t world_size_ = 1;    // of the last op's ring (at first: the full ring)
   std::size_t listed_world_ = 1;  // of the ring file's full ring (the welcome's)
   std::size_t listed_rank_ = 0;

@@ -12,6 +12,7 @@ void SharedBuffer::attach(DaemonChannel& channel, std::uint32_t local_rank, std:
   drop();
   wire::Attach request;
   request.local_rank = local_rank;
+  request.buffer = slot_;
   request.bytes = room ? std::bit_ceil(bytes) : bytes;
   const auto reply = channel.call<wire::Attached>(request, std::nullopt);
   region_ = transport::SharedRegion::open(reply.message.path, reply.message.bytes);
@@ -35,11 +36,6 @@ void SharedBuffer::give_up() {
 
 bool SharedBuffer::holds(const SharedTensors::Storage& tensors) const noexcept {
   return tensors.current && tensors.region && tensors.region == region_;
-}
-
-bool SharedBuffer::lent() const {
-  const auto tensors = lent_.lock();
-  return tensors && holds(*tensors);
 }
 
 }  // namespace zring::client

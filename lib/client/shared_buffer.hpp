@@ -1,11 +1,13 @@
 // shared_buffer.hpp - the buffer a connected client shares with its zringd
 // (internal).
 //
-// Large values travel through a SharedRegion that zringd made for this
-// rank and maps as its buffer (wire::Attach). SharedTensors may stand in
-// it, lent: zringd then reads their values there and writes the averages
-// back over them. Once the buffer is let go of (another one taken, or
-// zringd restarted or given up on), they go through a copy instead.
+// Values travel through a SharedRegion that zringd made for this rank and
+// maps as its buffer in one of two slots (wire::Attach, wire::SharedSlot):
+// the ops slot's buffer takes the values of ops of caller memory, and
+// SharedTensors stand in the tensors slot's, lent: zringd then reads their
+// values there and writes the averages back over them. Once that buffer is
+// let go of (newer SharedTensors made, or zringd restarted or given up
+// on), they go through a copy instead.
 #pragma once
 
 #include <cstddef>
@@ -15,12 +17,14 @@
 #include "client/daemon_channel.hpp"
 #include "client/shared_storage.hpp"
 #include "transport/shared_region.hpp"
+#include "wire/wire.hpp"
 
 namespace zring::client {
 
 class SharedBuffer {
  public:
-  SharedBuffer() = default;
+  // A buffer in `slot` of this process's local rank (zringd keeps one per slot).
+  explicit SharedBuffer(wire::SharedSlot slot) : slot_(slot) {}
   // The SharedTensors in this buffer are no longer where a zringd looks
   // for this process: zero_copy() says so from now on.
   ~SharedBuffer();
@@ -28,8 +32,8 @@ class SharedBuffer {
   SharedBuffer& operator=(const SharedBuffer&) = delete;
 
   // A new buffer of `bytes` asked of zringd over `channel`, which zringd
-  // takes for local_rank instead of the last. With room, it has room to
-  // grow, so slightly larger ops do not need another one.
+  // takes for local_rank's slot instead of the last one there. With room,
+  // it has room to grow, so slightly larger ops do not need another one.
   void attach(DaemonChannel& channel, std::uint32_t local_rank, std::size_t bytes, bool room);
   // Places `tensors` in the buffer: they stand in it from now on.
   void lend(const std::shared_ptr<SharedTensors::Storage>& tensors);
@@ -44,15 +48,14 @@ class SharedBuffer {
   // Whether these SharedTensors stand in this buffer now (zringd reads
   // and writes them where they are).
   [[nodiscard]] bool holds(const SharedTensors::Storage& tensors) const noexcept;
-  // Whether the buffer is the one a live SharedTensors stands in.
-  [[nodiscard]] bool lent() const;
   // The buffer, once attached (null before, and once let go of).
   [[nodiscard]] const std::shared_ptr<transport::SharedRegion>& region() const noexcept {
     return region_;
   }
 
  private:
-  std::shared_ptr<transport::SharedRegion> region_;  // large values, once attached
+  wire::SharedSlot slot_;
+  std::shared_ptr<transport::SharedRegion> region_;  // once attached
   std::weak_ptr<SharedTensors::Storage> lent_;       // the SharedTensors standing in region_
 };
 

@@ -48,8 +48,9 @@ namespace zring::wire {
 // 7: ring messages may travel on plain TCP connections, RingHeader::data_port
 // and the kinds data_via_tcp and data_via_zmq, tcp_frames.hpp; the status
 // report says of each member whether ring messages to it go on TCP; the
-// request socket, daemon/request_socket.hpp).
-inline constexpr std::uint32_t kWireVersion = 7;
+// request socket, daemon/request_socket.hpp; 8: a local rank has two shared
+// buffers, Attach and the shared and staged Submits name theirs).
+inline constexpr std::uint32_t kWireVersion = 8;
 
 // What a message is. Values are part of the wire format: never renumber.
 enum class MessageType : std::uint32_t {
@@ -272,6 +273,15 @@ enum class ValuesIn : std::uint8_t {
                   // StagingBoard (submit_staged)
 };
 
+// Which of a local rank's two shared buffers, both of which zringd keeps:
+// the one its ops' values pass through (small ops copied in whole, large
+// ones staged), and the one its SharedTensors stand in, so that an op of
+// other tensors never takes the SharedTensors' buffer away from them.
+enum class SharedSlot : std::uint8_t {
+  ops = 0,
+  tensors = 1,
+};
+
 // client -> daemon: one rank's part of an op, an all-reduce or a broadcast
 // as its manifest says. Answered by a Result (or an ErrorReply); with its
 // values in the shared buffer, the Result is written on the buffer's
@@ -289,6 +299,8 @@ struct Submit {
   // before it stages them, so that zringd's summary need not wait for the
   // last value to be copied in. Empty: zringd takes them as values arrive.
   std::vector<float> block_stats;
+  // Which shared buffer holds the values (not for ValuesIn::frame).
+  SharedSlot buffer = SharedSlot::ops;
   bool operator==(const Submit&) const = default;
 };
 
@@ -335,12 +347,14 @@ struct StatusReport {
   bool operator==(const StatusReport&) const = default;
 };
 
-// client -> daemon: a shared buffer of `bytes` bytes, please. Answered by Attached.
+// client -> daemon: a shared buffer of `bytes` bytes in `buffer`, in place
+// of the one there before (the other slot's stays). Answered by Attached.
 struct Attach {
   std::uint64_t request = 0;
   std::uint32_t local_rank = 0;
   ClientWait wait;
   std::uint64_t bytes = 0;
+  SharedSlot buffer = SharedSlot::ops;
   bool operator==(const Attach&) const = default;
 };
 
@@ -387,7 +401,9 @@ inline constexpr std::size_t kMaxIpcBinBytes = std::size_t{1} << 25;
 // the u32 fields < 2^32; a kind has exactly its fields:
 //   hello          local_rank, timeout_ms, sent_ns
 //   welcome        world_size, rank, local_ranks, timeout_ms, heartbeat_ms, node
-//   submit*        local_rank, timeout_ms, sent_ns, manifest
+//   submit         local_rank, timeout_ms, sent_ns, manifest
+//   submit_shared  local_rank, timeout_ms, sent_ns, manifest, buffer (SharedSlot)
+//   submit_staged  local_rank, timeout_ms, sent_ns, manifest, block_stats, buffer
 //   result*        op, wire_bytes, dense_bytes, world_size, rank
 //   error          error_code, text
 //   keepalive, status_query, trace_query: nothing
@@ -405,7 +421,7 @@ inline constexpr std::size_t kMaxIpcBinBytes = std::size_t{1} << 25;
 //                  methods_cut (bool), idle_bytes_sent, idle_bytes_received,
 //                  metrics]: 37 items, every text <= kMaxStatusTextBytes, at
 //                  most kMaxStatus* entries per list
-//   attach         local_rank, timeout_ms, sent_ns, bytes
+//   attach         local_rank, timeout_ms, sent_ns, bytes, buffer
 //   attached       path, bytes
 //   trace_reply    node
 // Throws invalid_argument when a text is too long to frame.

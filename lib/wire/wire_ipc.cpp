@@ -32,10 +32,10 @@ constexpr std::array<KindInfo, kLastKind> kKinds = {{
     {"IPC error", 2},
     {"IPC keepalive", 0},
     {"IPC status_query", 0},
-    {"IPC attach", 4},
-    {"IPC submit_shared", 4},
+    {"IPC attach", 5},
+    {"IPC submit_shared", 5},
     {"IPC result_shared", 5},
-    {"IPC submit_staged", 5},
+    {"IPC submit_staged", 6},
     {"IPC trace_query", 0},
     {"IPC status_report", 1},
     {"IPC attached", 2},
@@ -99,6 +99,7 @@ struct Encoder {
     pack_manifest(p, m.manifest);
     if (m.values == ValuesIn::staged)  // host order: both ends are on this host
       pack_bytes(p, m.block_stats.data(), m.block_stats.size() * sizeof(float), "block statistics");
+    if (m.values != ValuesIn::frame) p.pack_uint8(static_cast<std::uint8_t>(m.buffer));
   }
   void operator()(const Result& m) {
     begin(p, m.in_shared_buffer ? IpcKind::result_shared : IpcKind::result, m.request)
@@ -121,6 +122,7 @@ struct Encoder {
     begin(p, IpcKind::attach, m.request).pack_uint32(m.local_rank);
     pack_wait(p, m.wait);
     p.pack_uint64(m.bytes);
+    p.pack_uint8(static_cast<std::uint8_t>(m.buffer));
   }
   void operator()(const Attached& m) {
     pack_text(begin(p, IpcKind::attached, m.request), m.path, "a shared buffer's path");
@@ -154,6 +156,10 @@ class Fields {
     return w;
   }
   Manifest manifest() { return read_manifest(next(), context_); }
+  SharedSlot buffer() {
+    return static_cast<SharedSlot>(as_uint(next(), static_cast<std::uint64_t>(SharedSlot::tensors),
+                                           Where{context_, "buffer"}));
+  }
   // float32 values in host order, as a bin.
   std::vector<float> floats(std::string_view field) {
     const Where where{context_, field};
@@ -194,13 +200,16 @@ IpcMessage read_message(IpcKind kind, std::uint64_t request, Fields& f) {
     case IpcKind::submit:
     case IpcKind::submit_shared:
     case IpcKind::submit_staged: {
-      Submit m{request, f.u32("local_rank"), {}, ValuesIn::frame, {}, {}};
+      Submit m;
+      m.request = request;
+      m.local_rank = f.u32("local_rank");
       m.wait = f.wait();
       m.values = kind == IpcKind::submit          ? ValuesIn::frame
                  : kind == IpcKind::submit_shared ? ValuesIn::shared_buffer
                                                   : ValuesIn::staged;
       m.manifest = f.manifest();
       if (m.values == ValuesIn::staged) m.block_stats = f.floats("block_stats");
+      if (m.values != ValuesIn::frame) m.buffer = f.buffer();
       return m;
     }
     case IpcKind::result:
@@ -229,9 +238,12 @@ IpcMessage read_message(IpcKind kind, std::uint64_t request, Fields& f) {
     case IpcKind::status_report:
       return StatusReport{request, f.status()};
     case IpcKind::attach: {
-      Attach m{request, f.u32("local_rank"), {}, 0};
+      Attach m;
+      m.request = request;
+      m.local_rank = f.u32("local_rank");
       m.wait = f.wait();
       m.bytes = f.u64("bytes");
+      m.buffer = f.buffer();
       return m;
     }
     case IpcKind::attached: {

@@ -220,7 +220,8 @@ void write_wire_seeds(const fs::path& dir) {
   write(dir, "ipc-submit",
         wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::frame, manifest(), {}}));
   write(dir, "ipc-submit-shared",
-        wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::shared_buffer, manifest(), {}}));
+        wire::encode_ipc(wire::Submit{
+            9, 1, wait, wire::ValuesIn::shared_buffer, manifest(), {}, wire::SharedSlot::tensors}));
   write(
       dir, "ipc-submit-staged",
       wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::staged, manifest(), {0.5f, 2.0f}}));
@@ -243,6 +244,8 @@ void write_wire_seeds(const fs::path& dir) {
   status.methods = {{"quant:8", 12, 1, 65536, 20000, 20000}};
   write(dir, "ipc-status-report", wire::encode_ipc(wire::StatusReport{9, status}));
   write(dir, "ipc-attach", wire::encode_ipc(wire::Attach{9, 1, wait, 1 << 20}));
+  write(dir, "ipc-attach-tensors",
+        wire::encode_ipc(wire::Attach{9, 1, wait, 1 << 20, wire::SharedSlot::tensors}));
   write(dir, "ipc-attached",
         wire::encode_ipc(wire::Attached{9, "/run/zring/zringd.sock.shm.7.1.1", 1 << 20}));
   write(dir, "ipc-submit-broadcast",

@@ -188,9 +188,10 @@ BOOST_AUTO_TEST_CASE(empty_map_and_200_small_tensors) {
 }
 
 // Six rounds go through all three forms twice (ring_client): SharedTensors
-// without a copy, then after an all_reduce of a TensorMap of over 256 KiB
-// took the buffer, through a copy; the same bits every time.
-BOOST_AUTO_TEST_CASE(shared_tensors_with_and_without_their_buffer) {
+// without a copy throughout, while the all_reduce of a TensorMap of over
+// 256 KiB between them is staged through the rank's other shared buffer;
+// the same bits every time.
+BOOST_AUTO_TEST_CASE(shared_tensors_keep_their_buffer_beside_the_other_forms) {
   LocalRing ring(ring_options(3, 1));
   ring.start_all();
   ring.wait_up();

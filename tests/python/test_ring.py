@@ -207,6 +207,47 @@ def test_shared_tensors_on_a_ring_alias_the_buffer_and_outlive_their_objects(loc
         assert kept == 42.0
 
 
+def test_shared_tensors_keep_their_buffer_beside_ops_of_other_tensors(local_ring):
+    # One connection, as a DistributedOptimizer's user has (a second one for
+    # the same local rank would take the rank over): its SharedTensors stand
+    # in a shared buffer of their own, and a large op of other tensors
+    # (staged) and small ones (copied whole) go through another. The
+    # SharedTensors stay zero-copy, and the small ops go on the bell: from
+    # the second on, each starts on zringd's ring thread (ops_rung). They
+    # used to take the SharedTensors' buffer (the large op) or a values
+    # frame (every small op while SharedTensors stood in the buffer).
+    ring = local_ring(2)
+
+    def work(ar):
+        shared = ar.make_shared_tensors({"g": (1000,)})
+        for step in range(2):
+            shared["g"][...] = ar.rank + 1.0 + step
+            ar.all_reduce_in_place(shared)
+        big = {"big": np.full(300_000, ar.rank * 2.0, dtype=np.float32)}  # 1.2 MB: staged
+        ar.all_reduce_in_place(big)
+        losses = [ar.all_reduce({"loss": np.array([ar.rank + i], dtype=np.float32)})["loss"][0]
+                  for i in range(4)]
+        shared["g"][...] = ar.rank + 5.0
+        ar.all_reduce_in_place(shared)
+        return shared.zero_copy, shared["g"].copy(), big["big"].copy(), losses
+
+    results = on_every_rank(ring, "none", work)
+    for r in range(2):
+        zero_copy, g, big, losses = results[r]
+        assert zero_copy
+        assert np.all(g == 5.5) and np.all(big == 1.0)
+        assert losses == [0.5, 1.5, 2.5, 3.5]
+    import time
+    deadline = time.monotonic() + 10
+    while True:  # the io thread counts rung ops when it next wakes
+        status = zring.daemon_status(ring.ipc(0), 1000)
+        if status["ops_done"] == 8 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert status["ops_done"] == 8
+    assert status["ops_rung"] >= 3, status
+
+
 def shared_buffer_files(ring, node):
     """The files of node's shared buffers: beside its socket, or in /dev/shm
     named after it when the socket's directory is not in memory."""

@@ -140,7 +140,13 @@ IpcMessage sample_ipc_message(IpcKind kind) {
     case IpcKind::submit:
       return wire::Submit{request, 3, wait, wire::ValuesIn::frame, sample_manifest(6), {}};
     case IpcKind::submit_shared: {  // a broadcast from the largest root
-      wire::Submit m{request, 3, wait, wire::ValuesIn::shared_buffer, sample_manifest(2), {}};
+      wire::Submit m{request,
+                     3,
+                     wait,
+                     wire::ValuesIn::shared_buffer,
+                     sample_manifest(2),
+                     {},
+                     wire::SharedSlot::tensors};
       m.manifest.kind = wire::OpKind::broadcast;
       m.manifest.root = 0xFFFFFFFFu;
       return m;
@@ -151,7 +157,8 @@ IpcMessage sample_ipc_message(IpcKind kind) {
                           wait,
                           wire::ValuesIn::staged,
                           sample_manifest(2),
-                          {1.5f, -2.0f, 0.25f, -0.0f}};
+                          {1.5f, -2.0f, 0.25f, -0.0f},
+                          wire::SharedSlot::ops};
     case IpcKind::result:
     case IpcKind::result_shared:
       return wire::Result{
@@ -165,7 +172,7 @@ IpcMessage sample_ipc_message(IpcKind kind) {
     case IpcKind::status_report:
       return wire::StatusReport{request, sample_daemon_status()};
     case IpcKind::attach:
-      return wire::Attach{request, 3, wait, (1ull << 36) - 1};
+      return wire::Attach{request, 3, wait, (1ull << 36) - 1, wire::SharedSlot::tensors};
     case IpcKind::attached:
       return wire::Attached{request, "/run/zring/zringd.sock.shm.77.3.1", (1ull << 36) - 1};
     case IpcKind::trace_query:

@@ -55,19 +55,31 @@ BOOST_AUTO_TEST_CASE(every_kind_round_trips_as_itself) {
 }
 
 BOOST_AUTO_TEST_CASE(layouts_are_pinned) {
-  // fixarray of 4: version 7, type 4, kind 6, request 0.
-  BOOST_TEST(wire::encode_ipc(wire::Keepalive{}) == (Bytes{0x94, 7, 4, 6, 0}),
+  // fixarray of 4: version 8, type 4, kind 6, request 0.
+  BOOST_TEST(wire::encode_ipc(wire::Keepalive{}) == (Bytes{0x94, 8, 4, 6, 0}),
              boost::test_tools::per_element());
-  // fixarray of 7: 7, 4, kind 1, request 0, local_rank 0, timeout_ms 0, sent_ns 0.
-  BOOST_TEST(wire::encode_ipc(wire::Hello{}) == (Bytes{0x97, 7, 4, 1, 0, 0, 0, 0}),
+  // fixarray of 7: 8, 4, kind 1, request 0, local_rank 0, timeout_ms 0, sent_ns 0.
+  BOOST_TEST(wire::encode_ipc(wire::Hello{}) == (Bytes{0x97, 8, 4, 1, 0, 0, 0, 0}),
              boost::test_tools::per_element());
-  // fixarray of 8: 7, 4, kind 3, request 0, local_rank, timeout_ms, sent_ns,
+  // fixarray of 8: 8, 4, kind 3, request 0, local_rank, timeout_ms, sent_ns,
   // manifest ["", [], kind 1 (all-reduce), root 0].
-  const Bytes submit = {0x98, 7, 4, 3, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0};
+  const Bytes submit = {0x98, 8, 4, 3, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0};
   BOOST_TEST(wire::encode_ipc(wire::Submit{}) == submit, boost::test_tools::per_element());
   wt::check_equal(wire::decode_ipc(submit.data(), submit.size()), wire::Submit{});
-  // fixarray of 6: 7, 4, kind 5, request 9, error_code 10 (peer_lost), text "".
-  const Bytes error = {0x96, 7, 4, 5, 9, 10, 0xa0};
+  // fixarray of 9: 8, 4, kind 9 (submit_shared), request 0, local_rank,
+  // timeout_ms, sent_ns, the manifest, buffer 1 (tensors).
+  wire::Submit shared;
+  shared.values = wire::ValuesIn::shared_buffer;
+  shared.buffer = wire::SharedSlot::tensors;
+  const Bytes in_tensors = {0x99, 8, 4, 9, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0, 1};
+  BOOST_TEST(wire::encode_ipc(shared) == in_tensors, boost::test_tools::per_element());
+  wt::check_equal(wire::decode_ipc(in_tensors.data(), in_tensors.size()), shared);
+  // fixarray of 9: 8, 4, kind 8 (attach), request 0, local_rank, timeout_ms,
+  // sent_ns, bytes 0, buffer 0 (ops).
+  BOOST_TEST(wire::encode_ipc(wire::Attach{}) == (Bytes{0x99, 8, 4, 8, 0, 0, 0, 0, 0, 0}),
+             boost::test_tools::per_element());
+  // fixarray of 6: 8, 4, kind 5, request 9, error_code 10 (peer_lost), text "".
+  const Bytes error = {0x96, 8, 4, 5, 9, 10, 0xa0};
   BOOST_TEST(wire::encode_ipc(wire::ErrorReply{9, ErrorCode::peer_lost, ""}) == error,
              boost::test_tools::per_element());
   BOOST_TEST(static_cast<int>(ErrorCode::peer_lost) == 10);
@@ -121,6 +133,23 @@ BOOST_AUTO_TEST_CASE(a_hostile_message_of_every_kind) {
   }
 }
 
+// A shared buffer is one of a rank's two (wire::SharedSlot); a frame
+// submission names none.
+BOOST_AUTO_TEST_CASE(the_shared_buffer_is_one_of_two) {
+  Value attach = ipc_value(IpcKind::attach);
+  attach[8] = 2;
+  expect_error(wt::pack_value(attach), "wire: IPC attach: buffer: 2 exceeds the limit 1");
+  Value shared = ipc_value(IpcKind::submit_shared);
+  shared.items.pop_back();
+  expect_error(wt::pack_value(shared), "wire: IPC submit_shared: array of 8 items, expected 9");
+  Value staged = ipc_value(IpcKind::submit_staged);
+  staged[9] = "tensors";
+  expect_error(wt::pack_value(staged), "wire: IPC submit_staged: buffer: not an unsigned integer");
+  Value frame = ipc_value(IpcKind::submit);
+  frame.items.push_back(Value(std::uint64_t{1}));
+  expect_error(wt::pack_value(frame), "wire: IPC submit: array of 9 items, expected 8");
+}
+
 // A staged submission's block statistics are float32 values, whole ones;
 // none at all is a submission that leaves them to zringd.
 BOOST_AUTO_TEST_CASE(block_statistics_are_whole_floats) {
@@ -157,7 +186,7 @@ BOOST_AUTO_TEST_CASE(kinds_out_of_range_and_roots_too_short) {
       wt::expect_malformed(ipc, wt::pack_value(m), "wire: IPC message: kind: ");
     }
   }
-  expect_error({0x92, 7, 4}, "wire: IPC message: array of 2 items, expected 4..10");
+  expect_error({0x92, 8, 4}, "wire: IPC message: array of 2 items, expected 4..10");
   Value m = ipc_value(IpcKind::keepalive);
   m[2] = "keepalive";
   expect_error(wt::pack_value(m), "wire: IPC message: kind: not an unsigned integer");

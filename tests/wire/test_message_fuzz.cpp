@@ -128,7 +128,7 @@ BOOST_AUTO_TEST_CASE(other_versions_are_unsupported) {
     const std::string& name = decoders[i].first;
     const wt::Decoder& decode = decoders[i].second;
     for (const std::uint64_t version :
-         {0ull, 1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 8ull, 255ull, 1ull << 40}) {
+         {0ull, 1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 7ull, 9ull, 255ull, 1ull << 40}) {
       BOOST_TEST_CONTEXT(name << ", version " << version) {
         wt::Value m = wt::parse_value(samples[i]);
         m[0] = version;
@@ -141,12 +141,13 @@ BOOST_AUTO_TEST_CASE(other_versions_are_unsupported) {
     }
     // The version is judged before the body, whatever layout it has.
     const std::uint8_t type = samples[i][2];
-    const Bytes future = {0x93, 0x08, type, 0x80};  // [8, type, {}]
+    const auto next = static_cast<std::uint8_t>(wire::kWireVersion + 1);
+    const Bytes future = {0x93, next, type, 0x80};  // [next, type, {}]
     BOOST_TEST_CONTEXT(name << ", future layout") {
       BOOST_TEST((wt::code_of([&] { decode(future.data(), future.size()); }) ==
                   ErrorCode::unsupported_version));
     }
-    const Bytes cut = {0xdd, 0x00, 0x00, 0x00, 0x09, 0x08};  // array32 of 9: [8, ...
+    const Bytes cut = {0xdd, 0x00, 0x00, 0x00, 0x09, next};  // array32 of 9: [next, ...
     BOOST_TEST(
         (wt::code_of([&] { decode(cut.data(), cut.size()); }) == ErrorCode::unsupported_version));
   }

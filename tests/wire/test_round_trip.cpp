@@ -98,7 +98,7 @@ BOOST_AUTO_TEST_SUITE(version)
 BOOST_AUTO_TEST_CASE(other_versions_are_unsupported) {
   const auto g = wt::make_gradient("none", 4);
   for (std::uint64_t version :
-       {0ull, 1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 8ull, 255ull, 1ull << 40}) {
+       {0ull, 1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 7ull, 9ull, 255ull, 1ull << 40}) {
     BOOST_TEST_CONTEXT("version " << version) {
       const wt::Bytes bytes = wt::pack_message({wt::raw_entry("w", g)}, version);
       std::string message;
@@ -114,10 +114,11 @@ BOOST_AUTO_TEST_CASE(other_versions_are_unsupported) {
 BOOST_AUTO_TEST_CASE(version_is_judged_before_the_body) {
   // A future version may use a layout this one rejects (a map body, a
   // different length); it must still be reported as a version problem.
-  const wt::Bytes future = {0x93, 0x08, 0x01, 0x80};  // [8, 1, {}]
+  const auto next = static_cast<std::uint8_t>(wire::kWireVersion + 1);
+  const wt::Bytes future = {0x93, next, 0x01, 0x80};  // [next, 1, {}]
   BOOST_TEST((wt::code_of([&] { (void)wire::decode_gradients(future.data(), future.size()); }) ==
               ErrorCode::unsupported_version));
-  const wt::Bytes truncated = {0xdd, 0x00, 0x00, 0x00, 0x09, 0x08};  // array32 of 9: [8, ...
+  const wt::Bytes truncated = {0xdd, 0x00, 0x00, 0x00, 0x09, next};  // array32 of 9: [next, ...
   BOOST_TEST((wt::code_of([&] {
                 (void)wire::decode_gradients(truncated.data(), truncated.size());
               }) == ErrorCode::unsupported_version));
