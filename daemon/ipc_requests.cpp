@@ -189,7 +189,9 @@ void IpcServer::on_attach(const std::string& client, const wire::Attach& attach)
   // The pid keeps names unguessable in a shared directory such as /dev/shm.
   const std::string path = region_prefix_ + std::to_string(::getpid()) + "." + std::to_string(l) +
                            "." + std::to_string(++regions_made_);
-  worker_.disarm(l);  // its ops were in the buffer this one replaces
+  // Some of its armed ops were in the buffer this one replaces (those of
+  // the other buffer are armed again at their next run).
+  worker_.disarm(l);
   try {
     ranks_.set_region(l, attach.buffer, transport::SharedRegion::create(path, attach.bytes));
   } catch (const Error& e) {

@@ -285,9 +285,10 @@ tensor, error feedback keeps one residual per name), reduced in the buffer.
 A zring.SharedTensors of the given shapes (dict[str, tuple of ints]),
 zero-filled. Connected, they live in a buffer this process shares with its
 zringd: all_reduce_in_place(shared) copies nothing. The most recently made
-SharedTensors of an object keeps that buffer until an all_reduce of 256 KiB
-or more of other tensors needs it (then shared.zero_copy turns False and it
-works with a copy each way). Standalone, they are ordinary memory.
+SharedTensors of an object keep that buffer (ops of other tensors go
+through another) until the object gives it up after a timeout or a zringd
+restart (then shared.zero_copy turns False and it works with a copy each
+way). Standalone, they are ordinary memory.
 )doc")
       .def("all_reduce_with_peers", &all_reduce_with_peers, py::arg("gradients"), py::arg("peers"),
            "The average given the other ranks' compressed gradients (a list of one "

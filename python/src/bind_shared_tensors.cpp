@@ -62,10 +62,11 @@ The tensors lie one after another in name order (shared.values, a flat
 view of all of them).
 
 shared.zero_copy says whether the values sit in zringd's buffer right now:
-False for a standalone object, or once the CompressedAllReduce needed its
-buffer for a large all_reduce of other tensors (or gave it up after a
-timeout); all_reduce_in_place(shared) still works then, with one copy each
-way.
+False for a standalone object, once newer SharedTensors of the same
+CompressedAllReduce replaced these, or once it gave its buffers up (a
+timeout, a zringd restart); all_reduce_in_place(shared) still works then,
+with one copy each way. Ops of other tensors go through a buffer of their
+own and leave these where they are.
 
 close() (or the end of a with block) lets go of the tensors: shared[...] and
 all_reduce_in_place(shared) then raise zring.Error (kind 'invalid_argument').
