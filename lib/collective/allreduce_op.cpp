@@ -47,7 +47,9 @@ std::vector<std::size_t> offsets_of(const Manifest& manifest) {
 
 // With error feedback, what is compressed is g + residual. For an op of
 // one tensor whose plan allows it, made in the buffer of the residual the
-// op stages (ErrorFeedback::corrected_in_staging), not in a copy of its own.
+// op stages (ErrorFeedback::corrected_in_staging), not in a copy of its own;
+// the same for each tensor of an op of several when the plan reads its
+// input tensor by tensor (a DDP bucket's parameters through top-k).
 void correct_inputs(PlanInputs& in, const MethodPlan& plan) {
   if (!in.feedback()) {
     in.x = in.input.ranks;
@@ -59,6 +61,18 @@ void correct_inputs(PlanInputs& in, const MethodPlan& plan) {
       in.x.push_back(
           in.residuals[l].corrected_in_staging(tensors[0].name, in.input.ranks[l], in.elements()));
     in.x_is_staged_residual = true;
+    return;
+  }
+  if (plan.input_unread_after_feedback() && plan.reads_input_by_tensor()) {
+    for (std::size_t l = 0; l < in.input.ranks.size(); ++l) {
+      in.x.push_back(nullptr);
+      std::vector<const float*>& row = in.x_by_tensor.emplace_back();
+      for (std::size_t t = 0; t < tensors.size(); ++t) {
+        const std::size_t off = in.offsets[t];
+        row.push_back(in.residuals[l].corrected_in_staging(tensors[t].name, in.input.ranks[l] + off,
+                                                           in.offsets[t + 1] - off));
+      }
+    }
     return;
   }
   in.work.corrected.resize(std::max(in.work.corrected.size(), in.input.ranks.size()));
@@ -191,8 +205,8 @@ void PlanInputs::update_feedback(std::size_t l, const float* decoded) {
 void PlanInputs::update_feedback_sparse(std::size_t l, std::size_t t,
                                         const CompressedGradient& view) {
   if (!feedback()) return;
-  const std::size_t off = offsets[t];
-  residuals[l].stage_sparse(input.manifest.tensors[t].name, x[l] + off, offsets[t + 1] - off, view);
+  residuals[l].stage_sparse(input.manifest.tensors[t].name, x_of(l, t), offsets[t + 1] - offsets[t],
+                            view);
 }
 
 OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& input,
@@ -200,7 +214,7 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
   OpOutput out;
   out.phases.began = Clock::now();
   PlanInputs in{link, context, input, residuals, out.stats, workspace, offsets_of(input.manifest),
-                {}};
+                {},   false,   {}};
   NodeSummary mine;
   mine.manifest = input.manifest;
   mine.failure = input.failure;

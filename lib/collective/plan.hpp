@@ -30,6 +30,14 @@ struct PlanInputs {
   // there): a plan may write the next residual over it as it goes instead
   // of calling update_feedback.
   bool x_is_staged_residual = false;
+  // Per local rank and tensor, when correct_inputs made each tensor's
+  // corrected values in its own staged residual (an op of several tensors
+  // whose plan reads its input tensor by tensor): x then holds nulls, and
+  // x_of says where tensor t of rank l is.
+  std::vector<std::vector<const float*>> x_by_tensor;
+  [[nodiscard]] const float* x_of(std::size_t l, std::size_t t) const {
+    return x_by_tensor.empty() ? x[l] + offsets[t] : x_by_tensor[l][t];
+  }
 
   [[nodiscard]] std::size_t elements() const noexcept { return offsets.back(); }
   [[nodiscard]] std::size_t tensors() const noexcept { return offsets.size() - 1; }
@@ -83,6 +91,12 @@ class MethodPlan {
   // corrected input can be made in the residual's own buffer, which the
   // residual then overwrites (one whole-tensor copy fewer).
   [[nodiscard]] virtual bool input_unread_after_feedback() const { return true; }
+  // Whether the plan reads its input only tensor by tensor, through
+  // PlanInputs::x_of (never x[l] as one buffer): then, with error feedback,
+  // an op of several tensors makes each one's corrected input in its own
+  // residual's buffer too, instead of in one buffer of the op's size that
+  // the residuals are copied out of afterwards.
+  [[nodiscard]] virtual bool reads_input_by_tensor() const { return false; }
   // After every summary agrees: the average into result (elements() floats).
   virtual void execute(const std::vector<NodeSummary>& summaries, float* result) = 0;
 };
