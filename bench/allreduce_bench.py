@@ -38,6 +38,7 @@ API_TEXT = {
     "shared": "shared: all_reduce_in_place of SharedTensors (no copy)",
     "inplace": "inplace: all_reduce_in_place of a TensorMap",
     "copy": "copy: all_reduce of a TensorMap (the original API, a new map per op)",
+    "given": "given: all_reduce of a TensorMap given up (std::move), averaged where it is",
 }
 
 
@@ -98,8 +99,9 @@ def parse_args(argv):
                    help="comma-separated client paths, each measured per method: 'shared' "
                         "(SharedTensors, which zringd reads and writes where they are), "
                         "'inplace' (all_reduce_in_place of a TensorMap), 'copy' (the "
-                        "original all_reduce of a TensorMap, a new map per op); default all "
-                        "three")
+                        "original all_reduce of a TensorMap, a new map per op), 'given' "
+                        "(all_reduce(std::move(map)): the map given up holds the averages); "
+                        "default shared,inplace,copy")
     p.add_argument("--build-dir", default=os.environ.get("BUILD_DIR",
                                                          os.path.join(ROOT, "build-bench")))
     p.add_argument("--out", help="results directory (default results/<time>-<mode>)")

@@ -2,7 +2,7 @@
 //
 //   zring_allreduce_client --endpoint ipc://... --method quant:8 --rank R
 //       [--local-rank L] --plan BYTES:WARMUP:ITERS,... --out FILE
-//       [--timeout-ms T] [--api shared|inplace|copy] [--layout flat|resnet50]
+//       [--timeout-ms T] [--api shared|inplace|copy|given] [--layout flat|resnet50]
 //
 // Connects to its node's daemon exactly as a training process would
 // (CompressedAllReduce::connect) and times each all_reduce_in_place of one
@@ -11,7 +11,8 @@
 // writes the averages back over it. With --api inplace it is a TensorMap
 // reduced by all_reduce_in_place: the time includes handing its values to
 // zringd and the averages written back. With --api copy it is the original
-// API, `tensors = all_reduce(tensors)`: the time includes the new map. Like the peers' inputs, the
+// API, `tensors = all_reduce(tensors)`: the time includes the new map; with --api given,
+// `tensors = all_reduce(std::move(tensors))`, the map given up. Like the peers' inputs, the
 // tensor is restored before each op, outside the timed region. The wire bytes of an op are the
 // growth of traffic().wire_bytes: what this rank's node sent on the ring. A size whose ops fail is
 // reported on stderr ("error at BYTES bytes: ...") and left out of the timings. --layout resnet50
@@ -79,7 +80,8 @@ std::size_t numel(const std::vector<std::size_t>& shape) {
 // The values live in SharedTensors (--api shared, the default): zringd
 // reads them and writes the averages back where they are, with no copy on
 // either side. --api inplace times all_reduce_in_place of a TensorMap
-// instead, --api copy all_reduce of one (a new map each op). Before each op
+// instead, --api copy all_reduce of one (a new map each op), --api given
+// all_reduce of one given up (std::move: the same map back). Before each op
 // every rank restores its input and waits at a barrier (a one-float
 // all_reduce), both untimed: ops start together, as the peers' do.
 void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient,
@@ -117,6 +119,8 @@ void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient
       ar.all_reduce_in_place(tensors);
     else if (api == "inplace")
       ar.all_reduce_in_place(work);
+    else if (api == "given")
+      work = ar.all_reduce(std::move(work));  // the map given up: averaged where it is
     else
       work = ar.all_reduce(work);  // copy: the original API, a new map each op
   };
@@ -167,8 +171,8 @@ int main(int argc, char** argv) {
       throw std::runtime_error("--layout is flat or resnet50, not " + layout);
     std::string api = args.get("api", "shared");
     if (api == "tensors") api = "inplace";  // the name of earlier runs
-    if (api != "shared" && api != "inplace" && api != "copy")
-      throw std::runtime_error("--api is shared, inplace or copy, not " + api);
+    if (api != "shared" && api != "inplace" && api != "copy" && api != "given")
+      throw std::runtime_error("--api is shared, inplace, copy or given, not " + api);
     zring::ConnectOptions options;
     options.local_rank = static_cast<std::size_t>(args.get_int("local-rank", 0));
     options.timeout = std::chrono::milliseconds(args.get_int("timeout-ms", 120000));

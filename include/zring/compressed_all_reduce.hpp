@@ -68,6 +68,14 @@ class CompressedAllReduce {
   // The result has the same names and shapes as the input.
   [[nodiscard]] TensorMap all_reduce(const TensorMap& gradients);
 
+  // The same op for a map the caller gives up (`all_reduce(std::move(g))`,
+  // or a temporary), with the same bits: the result is that map, its
+  // values averaged as all_reduce_in_place does. Connected, the averages
+  // are written where the values were: no new memory per call, and the
+  // speed of all_reduce_in_place. When it throws, the map the caller moved
+  // from is as all_reduce_in_place leaves it.
+  [[nodiscard]] TensorMap all_reduce(TensorMap&& gradients);
+
   // The same op as all_reduce, with the averages written over the values of
   // `gradients` (same bits as all_reduce would return). Connected, it
   // allocates nothing per call: the form for large tensors in a loop. When

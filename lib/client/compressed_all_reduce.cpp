@@ -59,6 +59,13 @@ TensorMap CompressedAllReduce::all_reduce(const TensorMap& gradients) {
   return translated("all_reduce", [&] { return checked(impl_).all_reduce(gradients); });
 }
 
+TensorMap CompressedAllReduce::all_reduce(TensorMap&& gradients) {
+  return translated("all_reduce", [&] {
+    checked(impl_).all_reduce_in_place(gradients);
+    return std::move(gradients);
+  });
+}
+
 void CompressedAllReduce::all_reduce_in_place(TensorMap& gradients) {
   translated("all_reduce_in_place", [&] { checked(impl_).all_reduce_in_place(gradients); });
 }

@@ -158,6 +158,30 @@ BOOST_AUTO_TEST_CASE(shared_tensors_layout_and_bad_use) {
   BOOST_TEST(kept["a"][2] == 7.0f);
 }
 
+// A map given up (std::move) is the same op: the same bits for every
+// method, the same refusal without peers.
+BOOST_AUTO_TEST_CASE(all_reduce_of_a_map_given_up_is_the_same_op) {
+  const TensorMap g = at::gradients(0);
+  for (const std::string& text : at::methods()) {
+    BOOST_TEST_CONTEXT("method " << text) {
+      CompressedAllReduce kept(CompressionMethod::parse(text), 1);
+      CompressedAllReduce given(CompressionMethod::parse(text), 1);
+      TensorMap copy = g;
+      const TensorMap out = given.all_reduce(std::move(copy));
+      const TensorMap expected = kept.all_reduce(g);
+      BOOST_TEST(out.size() == expected.size());
+      for (const auto& [name, t] : expected) {
+        BOOST_TEST(same_bits(out.at(name).data(), t.data()));
+        BOOST_TEST((out.at(name).shape() == t.shape()));
+      }
+    }
+  }
+  CompressedAllReduce two(CompressionMethod::none(), 2);
+  TensorMap copy = g;
+  BOOST_TEST(
+      (at::code_of([&] { (void)two.all_reduce(std::move(copy)); }) == ErrorCode::no_communicator));
+}
+
 BOOST_AUTO_TEST_CASE(world_above_one_without_peers_is_refused) {
   for (std::size_t world : {2u, 3u, 64u}) {
     CompressedAllReduce ar(CompressionMethod::quantization(8), world);

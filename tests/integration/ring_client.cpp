@@ -5,11 +5,13 @@
 // Connects to its zringd, and for each round all-reduces the gradients
 // make_gradients(SEED, round, rank, SIZES) (SIZES: comma separated, "-" for
 // none) and appends the result's floats to OUT (tensors in name order).
-// Round r takes form (r + SEED) % 3 of the op: all_reduce, all_reduce_in_place
-// of a TensorMap, or all_reduce_in_place of SharedTensors (made once, then
-// reused); all must give the same bits. The SharedTensors must report
-// zero_copy() throughout: the ops of the other forms, staged or not, go
-// through a shared buffer of their own (exit 4 otherwise). On
+// Round r takes form (r + SEED) % 5 of the op: all_reduce, all_reduce_in_place
+// of a TensorMap, all_reduce_in_place of SharedTensors (made once, then
+// reused), of TensorViews, or all_reduce of a map given up (std::move),
+// whose result must be that map's own memory (exit 5 otherwise); all must
+// give the same bits. The SharedTensors must report zero_copy()
+// throughout: the ops of the other forms, staged or not, go through a
+// shared buffer of their own (exit 4 otherwise). On
 // an error it writes "ERROR <kind>: <message>" to OUT.err and exits 3.
 //
 //   ring_client --talk ENDPOINT LOCAL_RANK METHOD SEED SIZES [TIMEOUT_MS [RETRIES]]
@@ -265,7 +267,7 @@ int main(int argc, char** argv) {
       std::size_t bytes = 0;
       for (const auto& [name, t] : grads) bytes += t.numel() * sizeof(float);
       zring::TensorMap result;
-      switch ((round + seed) % 4) {
+      switch ((round + seed) % 5) {
         case 0:
           result = ar.all_reduce(grads);
           break;
@@ -278,6 +280,21 @@ int main(int argc, char** argv) {
           zring::TensorViews views;
           for (auto& [name, t] : result) views.push_back({name, t.shape(), t.data().data()});
           ar.all_reduce_in_place(views);
+          break;
+        }
+        case 4: {
+          zring::TensorMap given = grads;
+          std::vector<const float*> where;
+          for (const auto& [name, t] : given) where.push_back(t.data().data());
+          result = ar.all_reduce(std::move(given));
+          std::size_t i = 0;
+          for (const auto& [name, t] : result) {
+            if (t.data().data() != where[i++]) {
+              std::cerr << "round " << round << ": the averages of " << name
+                        << " are not in the memory of the map given up\n";
+              return 5;
+            }
+          }
           break;
         }
         default:

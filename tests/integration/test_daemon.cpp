@@ -187,10 +187,10 @@ BOOST_AUTO_TEST_CASE(empty_map_and_200_small_tensors) {
   }
 }
 
-// Six rounds go through all three forms twice (ring_client): SharedTensors
-// without a copy throughout, while the all_reduce of a TensorMap of over
-// 256 KiB between them is staged through the rank's other shared buffer;
-// the same bits every time.
+// Six rounds go through all five forms (ring_client), SharedTensors twice:
+// SharedTensors without a copy throughout, while each op of a TensorMap or
+// views of over 256 KiB between them is staged through the rank's other
+// shared buffer; the same bits every time.
 BOOST_AUTO_TEST_CASE(shared_tensors_keep_their_buffer_beside_the_other_forms) {
   LocalRing ring(ring_options(3, 1));
   ring.start_all();
