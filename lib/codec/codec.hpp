@@ -46,6 +46,17 @@ class Codec {
   [[nodiscard]] virtual CompressedGradient compress(const float* x, std::size_t n,
                                                     const CodecContext& ctx) const = 0;
 
+  // Error feedback's compress: the corrected values x + r made into out
+  // (out may be r, never x; r null: x itself, make_corrected), `finite`
+  // set as make_corrected answers, and compress of out. The same result as
+  // making them first and compressing them after, which is what this does
+  // by default; top-k reads them as it makes them, block by block, one pass
+  // over the tensor fewer.
+  [[nodiscard]] virtual CompressedGradient compress_corrected(const float* x, const float* r,
+                                                              std::size_t n, float* out,
+                                                              const CodecContext& ctx,
+                                                              bool& finite) const;
+
   // Validates g.payload for a tensor of g.original_size elements and fills
   // the view (indices, values, seed, value_bits, compression_ratio). The
   // payload is untrusted: every length, index and width is checked and a bad

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "codec/vector_clones.hpp"
+#include "codec/correction.hpp"
 #include "codec/view.hpp"
 
 namespace zring::codec {
@@ -15,19 +15,6 @@ namespace {
 
 // A residual entry that is not finite would poison every later step.
 inline float keepable(float r) noexcept { return std::isfinite(r) ? r : 0.0f; }
-
-// out = x + r (out may be r), and whether every sum is finite, in one pass:
-// then the residual needs no pass of its own to be kept finite.
-ZRING_VECTOR_CLONES bool add_all_finite(const float* x, const float* r, std::size_t n,
-                                        float* out) noexcept {
-  std::uint32_t not_finite = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i] + r[i];
-    out[i] = v;
-    not_finite |= (std::bit_cast<std::uint32_t>(v) & 0x7f800000u) == 0x7f800000u;
-  }
-  return not_finite == 0;
-}
 
 // r = what compression dropped: corrected - decoded, kept finite.
 void store_difference(std::vector<float>& r, const float* corrected, const float* decoded,
@@ -47,12 +34,12 @@ void ErrorFeedback::corrected(const std::string& name, const float* x, std::size
 // without a residual: x is copied unread).
 bool ErrorFeedback::corrected_known_finite(const std::string& name, const float* x, std::size_t n,
                                            float* out) const {
+  return make_corrected(x, residual_of_size(name, n), n, out);
+}
+
+const float* ErrorFeedback::residual_of_size(const std::string& name, std::size_t n) const {
   const std::vector<float>* r = residual(name);
-  if (r == nullptr || r->size() != n) {
-    std::copy(x, x + n, out);
-    return false;
-  }
-  return add_all_finite(x, r->data(), n, out);
+  return r == nullptr || r->size() != n ? nullptr : r->data();
 }
 
 void ErrorFeedback::update(const std::string& name, const float* corrected, const float* decoded,
@@ -76,6 +63,20 @@ float* ErrorFeedback::corrected_in_staging(const std::string& name, const float*
   float* out = staging(name, n).data();
   finite_staged_[name] = corrected_known_finite(name, x, n, out);
   return out;
+}
+
+CompressedGradient ErrorFeedback::compress_in_staging(const Codec& codec, const std::string& name,
+                                                      const float* x, std::size_t n,
+                                                      const CodecContext& ctx,
+                                                      const float** corrected) {
+  float* out = staging(name, n).data();
+  finite_staged_.erase(name);
+  bool finite = false;
+  CompressedGradient g =
+      codec.compress_corrected(x, residual_of_size(name, n), n, out, ctx, finite);
+  finite_staged_[name] = finite;
+  *corrected = out;
+  return g;
 }
 
 void ErrorFeedback::stage(const std::string& name, const float* corrected, const float* decoded,
@@ -129,10 +130,10 @@ CompressedGradient ErrorFeedback::compress(const Codec& codec, const std::string
   // buffer, and a sparse view costs one pass over its entries.
   std::vector<float>& r = residuals_[name];
   if (r.size() != n) r.assign(n, 0.0f);
-  const bool finite = add_all_finite(x, r.data(), n, r.data());
+  bool finite = false;
   CompressedGradient g;
   try {
-    g = codec.compress(r.data(), n, ctx);
+    g = codec.compress_corrected(x, r.data(), n, r.data(), ctx, finite);
   } catch (...) {
     residuals_.erase(name);  // r holds neither the old nor a new residual
     throw;

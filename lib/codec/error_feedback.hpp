@@ -35,6 +35,13 @@ class ErrorFeedback {
   // will fill: pass the pointer back as their `corrected` and the residual
   // overwrites it in place (the corrected values are gone after that).
   [[nodiscard]] float* corrected_in_staging(const std::string& name, const float* x, std::size_t n);
+  // corrected_in_staging and codec.compress of the corrected values in one
+  // (Codec::compress_corrected: top-k reads them as it makes them);
+  // *corrected says where they are, for stage_sparse.
+  [[nodiscard]] CompressedGradient compress_in_staging(const Codec& codec, const std::string& name,
+                                                       const float* x, std::size_t n,
+                                                       const CodecContext& ctx,
+                                                       const float** corrected);
   void stage_sparse(const std::string& name, const float* corrected, std::size_t n,
                     const CompressedGradient& view);
   void commit();
@@ -56,6 +63,8 @@ class ErrorFeedback {
 
  private:
   std::vector<float>& staging(const std::string& name, std::size_t n);
+  // The residual of name if it has n values, else nullptr (it starts from 0).
+  [[nodiscard]] const float* residual_of_size(const std::string& name, std::size_t n) const;
   bool corrected_known_finite(const std::string& name, const float* x, std::size_t n,
                               float* out) const;
 

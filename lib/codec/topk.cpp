@@ -31,6 +31,7 @@
 #endif
 
 #include "codec/codecs.hpp"
+#include "codec/correction.hpp"
 #include "codec/payload.hpp"
 #include "codec/sparse.hpp"
 #include "codec/vector_clones.hpp"
@@ -191,6 +192,7 @@ std::size_t collect(const float* x, std::size_t begin, std::size_t end, std::uin
 // sample of its own size, not of the largest.
 constexpr std::size_t kMinSample = 1 << 10;
 constexpr std::size_t kMaxSample = 1 << 14;
+constexpr std::size_t kBlock = 4096;  // values collected at a time
 
 // Scratch of at least n elements, grown (never shrunk) without writing
 // it: the room left for the candidates is about twice what they take, and
@@ -237,8 +239,22 @@ void keep_with_zeros(const float* x, const std::uint32_t* found, const std::uint
   }
 }
 
-bool select_by_sample(const float* x, std::size_t n, std::size_t k,
-                      std::vector<std::uint32_t>& kept, std::vector<float>& values) {
+// Makes every block of n values from `from` on (make_block below).
+template <class MakeBlock>
+void make_blocks(MakeBlock& make_block, std::size_t n, std::size_t from) {
+  for (std::size_t begin = from; begin < n; begin += kBlock)
+    (void)make_block(begin, std::min(n, begin + kBlock));
+}
+
+// The values may be made as they are read, block by block (error
+// feedback's x + r): value_of(i) is value i before it is made (the same
+// bits), make_block(begin, end) makes [begin, end) and says where value
+// begin is, and `made` is where all n are once made. Every block is made
+// before it returns, whatever it answers.
+template <class ValueOf, class MakeBlock>
+bool select_by_sample(const float* made, std::size_t n, std::size_t k, ValueOf value_of,
+                      MakeBlock& make_block, std::vector<std::uint32_t>& kept,
+                      std::vector<float>& values) {
   const std::size_t samples = std::clamp<std::size_t>(n / 512, kMinSample, kMaxSample);
   const std::size_t stride = n / samples;
   const double share = static_cast<double>(k) / static_cast<double>(n);
@@ -246,31 +262,39 @@ bool select_by_sample(const float* x, std::size_t n, std::size_t k,
   // 1.15 k expected above the bound, plus four standard deviations of the
   // sample count.
   const auto rank = static_cast<std::size_t>(1.15 * expect + 4.0 * std::sqrt(expect) + 8.0);
-  if (stride < 2 || rank >= samples / 4) return false;
+  if (stride < 2 || rank >= samples / 4) {
+    make_blocks(make_block, n, 0);
+    return false;
+  }
   // Scratch kept by the thread: a daemon compresses tensors of the same
   // sizes op after op.
   thread_local Room sample_keys, found_at, found_bits;
   std::uint32_t* sample = sample_keys.at_least(samples);
-  for (std::size_t j = 0; j < samples; ++j) sample[j] = magnitude_key(x[j * stride]);
+  for (std::size_t j = 0; j < samples; ++j) sample[j] = magnitude_key(value_of(j * stride));
   std::nth_element(sample, sample + rank, sample + samples, std::greater<>());
   // A bound of 0 (most of the sample is exact zeros) would collect every
   // key; 1 collects the nonzero ones, about as many as the sample saw.
   const std::uint32_t bound = std::max<std::uint32_t>(sample[rank], 1);
 
-  // A block at a time, with room for all of it.
+  // A block at a time, with room for all of it, read right after it is
+  // made (still in the cache).
   const std::size_t reach = (rank + 1) * stride;  // about how many keys reach the bound
   const std::size_t cap = 2 * std::max(k, reach) + 4096;
-  constexpr std::size_t kBlock = 4096;
   std::uint32_t* found = found_at.at_least(cap + kBlock);
   std::uint32_t* bits = found_bits.at_least(cap + kBlock);
   std::size_t count = 0;
   for (std::size_t begin = 0; begin < n; begin += kBlock) {
-    if (count > cap) return false;
-    count += collect(x, begin, std::min(n, begin + kBlock), bound, found + count, bits + count);
+    if (count > cap) {
+      make_blocks(make_block, n, begin);
+      return false;
+    }
+    const std::size_t end = std::min(n, begin + kBlock);
+    const float* block = make_block(begin, end) - begin;
+    count += collect(block, begin, end, bound, found + count, bits + count);
   }
   if (count > cap) return false;
   if (bound == 1 && count <= k) {  // every nonzero key is in, and the rest are zeros
-    keep_with_zeros(x, found, bits, count, k, kept, values);
+    keep_with_zeros(made, found, bits, count, k, kept, values);
     return true;
   }
   if (count < k) return false;
@@ -338,16 +362,26 @@ class TopkCodec final : public Codec {
   const CompressionMethod& method() const noexcept override { return method_; }
 
   CompressedGradient compress(const float* x, std::size_t n, const CodecContext&) const override {
-    detail::check_indexable(method_, n);
-    CompressedGradient g = detail::start_gradient(method_, n);
-    const std::size_t k = method_.kept_for(n);
-    if (k > 0 && !(k < n && select_by_sample(x, n, k, g.indices, g.values))) {
-      g.indices = select_largest(x, n, k);
-      g.values.resize(k);
-      for (std::size_t j = 0; j < k; ++j) g.values[j] = x[g.indices[j]];
-    }
-    detail::encode_sparse(g);
-    detail::finish_gradient(g, 32);
+    auto in_place = [x](std::size_t begin, std::size_t) { return x + begin; };
+    return select(
+        x, n, [x](std::size_t i) { return x[i]; }, in_place);
+  }
+
+  // x + r made into out block by block, each block collected from while
+  // it is in the cache: one pass over the tensor fewer than making it first.
+  CompressedGradient compress_corrected(const float* x, const float* r, std::size_t n, float* out,
+                                        const CodecContext&, bool& finite) const override {
+    bool all_finite = true;
+    auto make = [&](std::size_t begin, std::size_t end) {
+      if (r == nullptr)
+        std::copy(x + begin, x + end, out + begin);
+      else
+        all_finite &= add_all_finite(x + begin, r + begin, end - begin, out + begin);
+      return out + begin;
+    };
+    auto value_of = [x, r](std::size_t i) { return r == nullptr ? x[i] : x[i] + r[i]; };
+    CompressedGradient g = select(out, n, value_of, make);
+    finite = r != nullptr && all_finite;
     return g;
   }
 
@@ -358,6 +392,27 @@ class TopkCodec final : public Codec {
   }
 
  private:
+  // The k largest of n values made by make_block (select_by_sample), all
+  // of them at `made` once made.
+  template <class ValueOf, class MakeBlock>
+  CompressedGradient select(const float* made, std::size_t n, ValueOf value_of,
+                            MakeBlock& make_block) const {
+    detail::check_indexable(method_, n);
+    CompressedGradient g = detail::start_gradient(method_, n);
+    const std::size_t k = method_.kept_for(n);
+    const bool sampled = k > 0 && k < n;
+    if (!sampled) make_blocks(make_block, n, 0);
+    if (k > 0 &&
+        !(sampled && select_by_sample(made, n, k, value_of, make_block, g.indices, g.values))) {
+      g.indices = select_largest(made, n, k);
+      g.values.resize(k);
+      for (std::size_t j = 0; j < k; ++j) g.values[j] = made[g.indices[j]];
+    }
+    detail::encode_sparse(g);
+    detail::finish_gradient(g, 32);
+    return g;
+  }
+
   CompressionMethod method_;
 };
 

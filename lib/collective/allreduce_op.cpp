@@ -45,34 +45,28 @@ std::vector<std::size_t> offsets_of(const Manifest& manifest) {
   return offsets;
 }
 
-// With error feedback, what is compressed is g + residual. For an op of
-// one tensor whose plan allows it, made in the buffer of the residual the
-// op stages (ErrorFeedback::corrected_in_staging), not in a copy of its own;
-// the same for each tensor of an op of several when the plan reads its
-// input tensor by tensor (a DDP bucket's parameters through top-k).
+// With error feedback, what is compressed is g + residual. When the plan
+// reads its input tensor by tensor (top-k, threshold: a DDP bucket's
+// parameters), each tensor's is made later, in the buffer of the residual
+// the op stages, as the codec reads it (PlanInputs::compress_tensor). For
+// an op of one tensor whose plan allows it, made now in that buffer
+// (ErrorFeedback::corrected_in_staging), not in a copy of its own.
 void correct_inputs(PlanInputs& in, const MethodPlan& plan) {
   if (!in.feedback()) {
     in.x = in.input.ranks;
     return;
   }
   const auto& tensors = in.input.manifest.tensors;
+  if (plan.input_unread_after_feedback() && plan.reads_input_by_tensor()) {
+    in.x.assign(in.input.ranks.size(), nullptr);
+    in.x_by_tensor.assign(in.input.ranks.size(), std::vector<const float*>(tensors.size()));
+    return;
+  }
   if (tensors.size() == 1 && plan.input_unread_after_feedback()) {
     for (std::size_t l = 0; l < in.input.ranks.size(); ++l)
       in.x.push_back(
           in.residuals[l].corrected_in_staging(tensors[0].name, in.input.ranks[l], in.elements()));
     in.x_is_staged_residual = true;
-    return;
-  }
-  if (plan.input_unread_after_feedback() && plan.reads_input_by_tensor()) {
-    for (std::size_t l = 0; l < in.input.ranks.size(); ++l) {
-      in.x.push_back(nullptr);
-      std::vector<const float*>& row = in.x_by_tensor.emplace_back();
-      for (std::size_t t = 0; t < tensors.size(); ++t) {
-        const std::size_t off = in.offsets[t];
-        row.push_back(in.residuals[l].corrected_in_staging(tensors[t].name, in.input.ranks[l] + off,
-                                                           in.offsets[t + 1] - off));
-      }
-    }
     return;
   }
   in.work.corrected.resize(std::max(in.work.corrected.size(), in.input.ranks.size()));
@@ -207,6 +201,14 @@ void PlanInputs::update_feedback_sparse(std::size_t l, std::size_t t,
   if (!feedback()) return;
   residuals[l].stage_sparse(input.manifest.tensors[t].name, x_of(l, t), offsets[t + 1] - offsets[t],
                             view);
+}
+
+CompressedGradient PlanInputs::compress_tensor(std::size_t l, std::size_t t,
+                                               const codec::Codec& codec) {
+  const std::size_t n = offsets[t + 1] - offsets[t];
+  if (x_by_tensor.empty()) return codec.compress(x_of(l, t), n, {});
+  return residuals[l].compress_in_staging(codec, input.manifest.tensors[t].name,
+                                          input.ranks[l] + offsets[t], n, {}, &x_by_tensor[l][t]);
 }
 
 OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& input,

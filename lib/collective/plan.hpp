@@ -30,10 +30,10 @@ struct PlanInputs {
   // there): a plan may write the next residual over it as it goes instead
   // of calling update_feedback.
   bool x_is_staged_residual = false;
-  // Per local rank and tensor, when correct_inputs made each tensor's
-  // corrected values in its own staged residual (an op of several tensors
-  // whose plan reads its input tensor by tensor): x then holds nulls, and
-  // x_of says where tensor t of rank l is.
+  // Per local rank and tensor, when each tensor's corrected values are
+  // made in its own staged residual (a plan that reads its input tensor by
+  // tensor, through compress_tensor): x then holds nulls, and x_of says
+  // where tensor t of rank l is once compress_tensor made it.
   std::vector<std::vector<const float*>> x_by_tensor;
   [[nodiscard]] const float* x_of(std::size_t l, std::size_t t) const {
     return x_by_tensor.empty() ? x[l] + offsets[t] : x_by_tensor[l][t];
@@ -51,6 +51,12 @@ struct PlanInputs {
   // The same for tensor t from its sparse (or dense) view, without a
   // dense decode.
   void update_feedback_sparse(std::size_t l, std::size_t t, const CompressedGradient& view);
+  // Tensor t of local rank l compressed by codec, for a plan that reads its
+  // input tensor by tensor: with error feedback its corrected values are
+  // made in its staged residual as the codec reads them
+  // (ErrorFeedback::compress_in_staging), and x_of says where they are.
+  [[nodiscard]] CompressedGradient compress_tensor(std::size_t l, std::size_t t,
+                                                   const codec::Codec& codec);
 };
 
 class MethodPlan {
@@ -92,10 +98,11 @@ class MethodPlan {
   // residual then overwrites (one whole-tensor copy fewer).
   [[nodiscard]] virtual bool input_unread_after_feedback() const { return true; }
   // Whether the plan reads its input only tensor by tensor, through
-  // PlanInputs::x_of (never x[l] as one buffer): then, with error feedback,
-  // an op of several tensors makes each one's corrected input in its own
-  // residual's buffer too, instead of in one buffer of the op's size that
-  // the residuals are copied out of afterwards.
+  // PlanInputs::compress_tensor and then x_of (never x[l] as one buffer):
+  // then, with error feedback, each tensor's corrected input is made in its
+  // own residual's buffer while the codec reads it, instead of before (and
+  // for an op of several tensors, in one buffer of the op's size that the
+  // residuals are copied out of afterwards).
   [[nodiscard]] virtual bool reads_input_by_tensor() const { return false; }
   // After every summary agrees: the average into result (elements() floats).
   virtual void execute(const std::vector<NodeSummary>& summaries, float* result) = 0;

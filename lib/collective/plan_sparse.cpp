@@ -62,14 +62,13 @@ class SparsePlan final : public MethodPlan {
         held_(in.link.nodes()),
         failed_(in.link.nodes()) {}
 
-  // prepare reads each tensor once, to compress it (PlanInputs::x_of).
+  // prepare reads each tensor once, to compress it (PlanInputs::compress_tensor).
   bool reads_input_by_tensor() const override { return true; }
 
   void prepare(NodeSummary& summary) override {
     for (std::size_t l = 0; l < in_.x.size(); ++l) {
       for (std::size_t t = 0; t < in_.tensors(); ++t) {
-        CompressedGradient g =
-            codec_->compress(in_.x_of(l, t), in_.offsets[t + 1] - in_.offsets[t], {});
+        CompressedGradient g = in_.compress_tensor(l, t, *codec_);
         in_.update_feedback_sparse(l, t, g);
         g.payload = {};  // the frames are made from the pairs
         own_.push_back(std::move(g));

@@ -1,6 +1,7 @@
 // codec_fixtures.cpp - what the codec tests share (codec_fixtures.hpp).
 #include "codec_fixtures.hpp"
 
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -13,6 +14,38 @@ std::vector<float> normal_values(std::size_t n, std::uint64_t seed, float scale)
   std::vector<float> v(n);
   for (float& e : v) e = normal(rng);
   return v;
+}
+
+namespace {
+bool same_result(const CompressedGradient& a, const CompressedGradient& b) {
+  return a.indices == b.indices && same_bits(a.values, b.values) && a.payload == b.payload;
+}
+}  // namespace
+
+void check_corrected(const std::vector<float>& x, const std::vector<float>& r,
+                     const CompressionMethod& m, const std::string& what) {
+  const auto c = make_codec(m);
+  const std::size_t n = x.size();
+  const std::string context = what + ", " + m.to_string() + ", n=" + std::to_string(n);
+  std::vector<float> made(n), first(n);
+  bool finite = true, finite_first = false;
+  BOOST_TEST(same_result(c->compress_corrected(x.data(), nullptr, n, made.data(), {}, finite),
+                         c->compress(x.data(), n, {})),
+             context);
+  BOOST_TEST(same_bits(made, x), context);
+  BOOST_TEST(!finite, context);
+  const CompressedGradient fused =
+      c->compress_corrected(x.data(), r.data(), n, made.data(), {}, finite);
+  BOOST_TEST(same_result(fused, c->Codec::compress_corrected(x.data(), r.data(), n, first.data(),
+                                                             {}, finite_first)),
+             context);
+  BOOST_TEST(same_bits(made, first), context);
+  BOOST_TEST(finite == finite_first, context);
+  std::vector<float> over = r;
+  BOOST_TEST(
+      same_result(c->compress_corrected(x.data(), over.data(), n, over.data(), {}, finite), fused),
+      context);
+  BOOST_TEST(same_bits(over, first), context);
 }
 
 CompressedGradient decoded_copy(const Codec& codec, const CompressedGradient& g) {

@@ -29,6 +29,15 @@ CompressedGradient decoded_copy(const Codec& codec, const CompressedGradient& g)
 // malformed_message (and nothing else is thrown).
 bool rejects(const Codec& codec, std::vector<std::uint8_t> payload, std::size_t n);
 
+// Error feedback's Codec::compress_corrected of x + r by the codec of m
+// (top-k makes the corrected values as it reads them) against making them
+// first and compressing them after (the base Codec's way): the same result,
+// corrected bits and finiteness with r, with r written over, and without a
+// residual (then x itself, -0 kept, and "not known" finite). Boost.Test
+// checks, `what` naming the case.
+void check_corrected(const std::vector<float>& x, const std::vector<float>& r,
+                     const CompressionMethod& m, const std::string& what);
+
 // A method of every kind, with typical parameters.
 std::vector<CompressionMethod> every_method();
 

@@ -44,6 +44,7 @@ void check_against_reference(const std::vector<float>& x, const CompressionMetho
   std::vector<float> values(g.indices.size());
   for (std::size_t j = 0; j < values.size(); ++j) values[j] = x[g.indices[j]];
   BOOST_TEST(t::same_bits(g.values, values));
+  t::check_corrected(x, t::normal_values(x.size(), x.size() + 99, 0.5f), m, "normal residual");
 }
 
 }  // namespace

@@ -24,21 +24,6 @@ namespace t = zring::codec::test;
 
 namespace {
 
-void check(const std::vector<float>& x, std::size_t k, const char* what) {
-  const CompressionMethod m = CompressionMethod::topk(k);
-  const auto c = codec::make_codec(m);
-  const CompressedGradient g = c->compress(x.data(), x.size(), {});
-  // The brute-force reference (tests/support/reference.hpp).
-  BOOST_TEST((g.indices == zring::testing::topk_by_bits(x, k)),
-             what << ": n=" << x.size() << " k=" << k);
-  std::vector<float> values(g.indices.size());
-  for (std::size_t j = 0; j < values.size(); ++j) values[j] = x[g.indices[j]];
-  BOOST_TEST(t::same_bits(g.values, values), what << ": n=" << x.size() << " k=" << k);
-  const CompressedGradient back = t::decoded_copy(*c, g);
-  BOOST_TEST((back.indices == g.indices), what);
-  BOOST_TEST(t::same_bits(back.values, g.values), what);
-}
-
 // n values, `nonzero` of them (at distinct random positions) normal, the
 // rest zeros, each zero -0 with probability `negative`.
 std::vector<float> sparse_values(std::size_t n, std::size_t nonzero, std::uint64_t seed,
@@ -53,6 +38,23 @@ std::vector<float> sparse_values(std::size_t n, std::size_t nonzero, std::uint64
   const std::vector<float> normal = t::normal_values(nonzero, seed + 1);
   for (std::size_t j = 0; j < nonzero; ++j) x[at[j]] = normal[j];
   return x;
+}
+
+void check(const std::vector<float>& x, std::size_t k, const char* what) {
+  const CompressionMethod m = CompressionMethod::topk(k);
+  const auto c = codec::make_codec(m);
+  const CompressedGradient g = c->compress(x.data(), x.size(), {});
+  // The brute-force reference (tests/support/reference.hpp).
+  BOOST_TEST((g.indices == zring::testing::topk_by_bits(x, k)),
+             what << ": n=" << x.size() << " k=" << k);
+  std::vector<float> values(g.indices.size());
+  for (std::size_t j = 0; j < values.size(); ++j) values[j] = x[g.indices[j]];
+  BOOST_TEST(t::same_bits(g.values, values), what << ": n=" << x.size() << " k=" << k);
+  const CompressedGradient back = t::decoded_copy(*c, g);
+  BOOST_TEST((back.indices == g.indices), what);
+  BOOST_TEST(t::same_bits(back.values, g.values), what);
+  // Error feedback's residual of a sparse gradient is mostly zeros too.
+  t::check_corrected(x, sparse_values(x.size(), k / 3, k + 7, 0.5), m, what);
 }
 
 // Sizes where a sample picks the candidates (n = 300007: 1024 samples,
