@@ -31,6 +31,7 @@
 #endif
 
 #include "codec/codecs.hpp"
+#include "codec/collect.hpp"
 #include "codec/correction.hpp"
 #include "codec/payload.hpp"
 #include "codec/sparse.hpp"
@@ -38,10 +39,6 @@
 
 namespace zring::codec {
 namespace {
-
-inline std::uint32_t magnitude_key(float v) noexcept {
-  return std::bit_cast<std::uint32_t>(v) & 0x7fffffffu;
-}
 
 // The three radix levels over the 31 key bits: 11 + 11 + 9.
 struct Level {
@@ -110,77 +107,6 @@ std::uint32_t exact_key(const std::uint32_t* keys, std::size_t count, std::uint3
   return prefix;
 }
 
-// Appends to out the indices i in [begin, end) whose key reaches bound, in
-// order, and to bits their values' bit patterns; returns how many. Both
-// must have room for end - begin more.
-std::size_t collect_scalar(const float* x, std::size_t begin, std::size_t end, std::uint32_t bound,
-                           std::uint32_t* out, std::uint32_t* bits) noexcept {
-  std::size_t count = 0;
-  for (std::size_t i = begin; i < end; ++i) {  // branch-free: candidates are rare and random
-    const auto b = std::bit_cast<std::uint32_t>(x[i]);
-    out[count] = static_cast<std::uint32_t>(i);
-    bits[count] = b;
-    count += (b & 0x7fffffffu) >= bound ? 1 : 0;
-  }
-  return count;
-}
-
-#ifdef ZRING_AVX2_DISPATCH
-// For each 8-bit mask, the lanes whose bit is set, first to last, as the
-// permutation that packs them to the front.
-struct PackTable {
-  alignas(32) std::uint32_t lanes[256][8];
-  constexpr PackTable() : lanes{} {
-    for (unsigned m = 0; m < 256; ++m) {
-      unsigned j = 0;
-      for (unsigned lane = 0; lane < 8; ++lane)
-        if ((m >> lane) & 1u) lanes[m][j++] = lane;
-    }
-  }
-};
-constexpr PackTable kPack;
-
-// Eight keys per compare, without a branch: every group's hits (if any)
-// are packed to the front and stored whole, and count moves on by how
-// many there were.
-__attribute__((target("avx2,popcnt"))) std::size_t collect_avx2(const float* x, std::size_t begin,
-                                                                std::size_t end,
-                                                                std::uint32_t bound,
-                                                                std::uint32_t* out,
-                                                                std::uint32_t* bits) noexcept {
-  const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
-  // key >= bound as a signed compare: both lie in [0, 2^31), so bound - 1 >= -1.
-  const __m256i below = _mm256_set1_epi32(static_cast<std::int32_t>(bound) - 1);
-  const __m256i eight = _mm256_set1_epi32(8);
-  __m256i index = _mm256_add_epi32(_mm256_set1_epi32(static_cast<std::int32_t>(begin)),
-                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  std::size_t count = 0;
-  std::size_t i = begin;
-  for (; i + 8 <= end; i += 8) {
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
-    const __m256i keys = _mm256_and_si256(raw, magnitude);
-    const auto hits = static_cast<unsigned>(
-        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(keys, below))));
-    const __m256i pack = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPack.lanes[hits]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + count),
-                        _mm256_permutevar8x32_epi32(index, pack));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits + count),
-                        _mm256_permutevar8x32_epi32(raw, pack));
-    count += static_cast<std::size_t>(std::popcount(hits));
-    index = _mm256_add_epi32(index, eight);
-  }
-  return count + collect_scalar(x, i, end, bound, out + count, bits + count);
-}
-#endif
-
-std::size_t collect(const float* x, std::size_t begin, std::size_t end, std::uint32_t bound,
-                    std::uint32_t* out, std::uint32_t* bits) noexcept {
-#ifdef ZRING_AVX2_DISPATCH
-  if (have_avx2()) return collect_avx2(x, begin, end, bound, out, bits);
-#endif
-  return collect_scalar(x, begin, end, bound, out, bits);
-}
-
 // The fast path for large n and small k: a strided sample of the keys
 // gives a bound that about 1.2 k of the n keys should reach; one pass
 // collects those (in index order) and the exact k-th key is found among
@@ -192,26 +118,6 @@ std::size_t collect(const float* x, std::size_t begin, std::size_t end, std::uin
 // sample of its own size, not of the largest.
 constexpr std::size_t kMinSample = 1 << 10;
 constexpr std::size_t kMaxSample = 1 << 14;
-constexpr std::size_t kBlock = 4096;  // values collected at a time
-
-// Scratch of at least n elements, grown (never shrunk) without writing
-// it: the room left for the candidates is about twice what they take, and
-// only the pages the selection writes become resident, once, as the
-// buffer is reused call after call.
-class Room {
- public:
-  std::uint32_t* at_least(std::size_t n) {
-    if (size_ < n) {
-      data_.reset(new std::uint32_t[n]);  // default-initialised: not written
-      size_ = n;
-    }
-    return data_.get();
-  }
-
- private:
-  std::unique_ptr<std::uint32_t[]> data_;
-  std::size_t size_ = 0;
-};
 
 // The k-th largest key is 0 when no more than k keys are nonzero: all
 // `count` nonzero ones (found, in index order, with their bit patterns) are
@@ -237,13 +143,6 @@ void keep_with_zeros(const float* x, const std::uint32_t* found, const std::uint
     kept[j] = found[c];
     values[j] = std::bit_cast<float>(bits[c]);
   }
-}
-
-// Makes every block of n values from `from` on (make_block below).
-template <class MakeBlock>
-void make_blocks(MakeBlock& make_block, std::size_t n, std::size_t from) {
-  for (std::size_t begin = from; begin < n; begin += kBlock)
-    (void)make_block(begin, std::min(n, begin + kBlock));
 }
 
 // The values may be made as they are read, block by block (error
@@ -280,15 +179,15 @@ bool select_by_sample(const float* made, std::size_t n, std::size_t k, ValueOf v
   // made (still in the cache).
   const std::size_t reach = (rank + 1) * stride;  // about how many keys reach the bound
   const std::size_t cap = 2 * std::max(k, reach) + 4096;
-  std::uint32_t* found = found_at.at_least(cap + kBlock);
-  std::uint32_t* bits = found_bits.at_least(cap + kBlock);
+  std::uint32_t* found = found_at.at_least(cap + kCollectBlock);
+  std::uint32_t* bits = found_bits.at_least(cap + kCollectBlock);
   std::size_t count = 0;
-  for (std::size_t begin = 0; begin < n; begin += kBlock) {
+  for (std::size_t begin = 0; begin < n; begin += kCollectBlock) {
     if (count > cap) {
       make_blocks(make_block, n, begin);
       return false;
     }
-    const std::size_t end = std::min(n, begin + kBlock);
+    const std::size_t end = std::min(n, begin + kCollectBlock);
     const float* block = make_block(begin, end) - begin;
     count += collect(block, begin, end, bound, found + count, bits + count);
   }
@@ -371,17 +270,10 @@ class TopkCodec final : public Codec {
   // it is in the cache: one pass over the tensor fewer than making it first.
   CompressedGradient compress_corrected(const float* x, const float* r, std::size_t n, float* out,
                                         const CodecContext&, bool& finite) const override {
-    bool all_finite = true;
-    auto make = [&](std::size_t begin, std::size_t end) {
-      if (r == nullptr)
-        std::copy(x + begin, x + end, out + begin);
-      else
-        all_finite &= add_all_finite(x + begin, r + begin, end - begin, out + begin);
-      return out + begin;
-    };
-    auto value_of = [x, r](std::size_t i) { return r == nullptr ? x[i] : x[i] + r[i]; };
-    CompressedGradient g = select(out, n, value_of, make);
-    finite = r != nullptr && all_finite;
+    CorrectedBlocks make(x, r, out);
+    CompressedGradient g = select(
+        out, n, [&make](std::size_t i) { return make.value_of(i); }, make);
+    finite = make.finite();
     return g;
   }
 

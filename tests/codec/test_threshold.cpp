@@ -65,4 +65,38 @@ BOOST_AUTO_TEST_CASE(nan_and_inf_are_always_kept) {
   BOOST_TEST(std::isinf(g.values[1]));
 }
 
+// Against the plain test !(|x| <= t), at lengths around the vector width
+// and the collecting block, with nan, inf, -0, denormals and t itself
+// among the values; and error feedback's compress_corrected against
+// making the corrected values first.
+BOOST_AUTO_TEST_CASE(matches_the_plain_test_at_every_length) {
+  const float largest = std::numeric_limits<float>::max();
+  for (std::size_t n : {0, 1, 7, 8, 9, 4095, 4096, 4097, 12289, 70001}) {
+    for (float th : {0.0f, 1.0f, largest}) {
+      std::vector<float> x = t::normal_values(n, n + 3, 2.0f);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i % 97 == 5) x[i] = std::numeric_limits<float>::quiet_NaN();
+        if (i % 89 == 6) x[i] = -std::numeric_limits<float>::infinity();
+        if (i % 83 == 7) x[i] = -0.0f;
+        if (i % 79 == 8) x[i] = std::numeric_limits<float>::denorm_min();
+        if (i % 73 == 9) x[i] = i % 2 ? th : -th;
+        if (i % 71 == 10) x[i] = largest;
+      }
+      const CompressionMethod m = CompressionMethod::threshold(th);
+      const CompressedGradient g = codec::make_codec(m)->compress(x.data(), n, {});
+      std::vector<std::uint32_t> expected;
+      std::vector<float> values;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        if (!(std::fabs(x[i]) <= th)) {
+          expected.push_back(i);
+          values.push_back(x[i]);
+        }
+      }
+      BOOST_TEST((g.indices == expected), "n=" << n << " t=" << th);
+      BOOST_TEST(t::same_bits(g.values, values), "n=" << n << " t=" << th);
+      t::check_corrected(x, t::normal_values(n, n + 4, 0.5f), m, "threshold");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
