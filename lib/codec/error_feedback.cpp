@@ -25,16 +25,23 @@ void store_difference(std::vector<float>& r, const float* corrected, const float
 
 }  // namespace
 
-void ErrorFeedback::corrected(const std::string& name, const float* x, std::size_t n,
-                              float* out) const {
-  (void)corrected_known_finite(name, x, n, out);
+void ErrorFeedback::corrected(const std::string& name, const float* x, std::size_t n, float* out,
+                              const CorrectedBlock& each_block) const {
+  (void)corrected_known_finite(name, x, n, out, each_block);
 }
 
 // corrected(), and whether every value is known to be finite (not known
 // without a residual: x is copied unread).
 bool ErrorFeedback::corrected_known_finite(const std::string& name, const float* x, std::size_t n,
-                                           float* out) const {
-  return make_corrected(x, residual_of_size(name, n), n, out);
+                                           float* out, const CorrectedBlock& each_block) const {
+  const float* r = residual_of_size(name, n);
+  if (!each_block) return make_corrected(x, r, n, out);
+  CorrectedBlocks blocks(x, r, out);
+  for (std::size_t begin = 0; begin < n; begin += kBlockElems) {
+    const std::size_t len = std::min(kBlockElems, n - begin);
+    each_block(blocks(begin, begin + len), len);
+  }
+  return blocks.finite();
 }
 
 const float* ErrorFeedback::residual_of_size(const std::string& name, std::size_t n) const {
@@ -59,9 +66,10 @@ std::vector<float>& ErrorFeedback::staging(const std::string& name, std::size_t 
   return v;
 }
 
-float* ErrorFeedback::corrected_in_staging(const std::string& name, const float* x, std::size_t n) {
+float* ErrorFeedback::corrected_in_staging(const std::string& name, const float* x, std::size_t n,
+                                           const CorrectedBlock& each_block) {
   float* out = staging(name, n).data();
-  finite_staged_[name] = corrected_known_finite(name, x, n, out);
+  finite_staged_[name] = corrected_known_finite(name, x, n, out, each_block);
   return out;
 }
 

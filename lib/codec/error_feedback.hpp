@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,9 +17,15 @@ namespace zring::codec {
 
 class ErrorFeedback {
  public:
+  // Called with each block of kBlockElems corrected values (the last one
+  // shorter) right after it is made, while it is in the cache: the values
+  // and how many.
+  using CorrectedBlock = std::function<void(const float*, std::size_t)>;
+
   // out[i] = x[i] + residual[name][i]. A name seen for the first time, or
   // whose length changed, starts from a zero residual.
-  void corrected(const std::string& name, const float* x, std::size_t n, float* out) const;
+  void corrected(const std::string& name, const float* x, std::size_t n, float* out,
+                 const CorrectedBlock& each_block = nullptr) const;
 
   // residual[name] = corrected - decoded. Entries that are not finite (the
   // input overflowed) are stored as 0, so one bad step cannot poison every
@@ -34,7 +41,8 @@ class ErrorFeedback {
   // corrected() made in the buffer that stage() / stage_sparse() of name
   // will fill: pass the pointer back as their `corrected` and the residual
   // overwrites it in place (the corrected values are gone after that).
-  [[nodiscard]] float* corrected_in_staging(const std::string& name, const float* x, std::size_t n);
+  [[nodiscard]] float* corrected_in_staging(const std::string& name, const float* x, std::size_t n,
+                                            const CorrectedBlock& each_block = nullptr);
   // corrected_in_staging and codec.compress of the corrected values in one
   // (Codec::compress_corrected: top-k reads them as it makes them);
   // *corrected says where they are, for stage_sparse.
@@ -65,8 +73,8 @@ class ErrorFeedback {
   std::vector<float>& staging(const std::string& name, std::size_t n);
   // The residual of name if it has n values, else nullptr (it starts from 0).
   [[nodiscard]] const float* residual_of_size(const std::string& name, std::size_t n) const;
-  bool corrected_known_finite(const std::string& name, const float* x, std::size_t n,
-                              float* out) const;
+  bool corrected_known_finite(const std::string& name, const float* x, std::size_t n, float* out,
+                              const CorrectedBlock& each_block) const;
 
   std::unordered_map<std::string, std::vector<float>> residuals_;
   std::unordered_map<std::string, std::vector<float>> pending_;  // staged, not yet current

@@ -51,12 +51,17 @@ std::vector<std::size_t> offsets_of(const Manifest& manifest) {
 // the op stages, as the codec reads it (PlanInputs::compress_tensor). For
 // an op of one tensor whose plan allows it, made now in that buffer
 // (ErrorFeedback::corrected_in_staging), not in a copy of its own.
-void correct_inputs(PlanInputs& in, const MethodPlan& plan) {
+void correct_inputs(PlanInputs& in, MethodPlan& plan) {
   if (!in.feedback()) {
     in.x = in.input.ranks;
     return;
   }
   const auto& tensors = in.input.manifest.tensors;
+  // The plan's look at each block of local rank l's as it is made.
+  auto blocks_of = [&plan](std::size_t l) -> codec::ErrorFeedback::CorrectedBlock {
+    if (!plan.reads_corrected_blocks()) return nullptr;
+    return [&plan, l](const float* values, std::size_t n) { plan.corrected_block(l, values, n); };
+  };
   if (plan.input_unread_after_feedback() && plan.reads_input_by_tensor()) {
     in.x.assign(in.input.ranks.size(), nullptr);
     in.x_by_tensor.assign(in.input.ranks.size(), std::vector<const float*>(tensors.size()));
@@ -64,18 +69,19 @@ void correct_inputs(PlanInputs& in, const MethodPlan& plan) {
   }
   if (tensors.size() == 1 && plan.input_unread_after_feedback()) {
     for (std::size_t l = 0; l < in.input.ranks.size(); ++l)
-      in.x.push_back(
-          in.residuals[l].corrected_in_staging(tensors[0].name, in.input.ranks[l], in.elements()));
+      in.x.push_back(in.residuals[l].corrected_in_staging(tensors[0].name, in.input.ranks[l],
+                                                          in.elements(), blocks_of(l)));
     in.x_is_staged_residual = true;
     return;
   }
   in.work.corrected.resize(std::max(in.work.corrected.size(), in.input.ranks.size()));
   for (std::size_t l = 0; l < in.input.ranks.size(); ++l) {
     float* c = sized(in.work.corrected[l], in.elements());
+    const codec::ErrorFeedback::CorrectedBlock each_block = blocks_of(l);
     for (std::size_t t = 0; t < tensors.size(); ++t) {
       const std::size_t off = in.offsets[t];
       in.residuals[l].corrected(tensors[t].name, in.input.ranks[l] + off, in.offsets[t + 1] - off,
-                                c + off);
+                                c + off, each_block);
     }
     in.x.push_back(c);
   }

@@ -104,6 +104,12 @@ class MethodPlan {
   // for an op of several tensors, in one buffer of the op's size that the
   // residuals are copied out of afterwards).
   [[nodiscard]] virtual bool reads_input_by_tensor() const { return false; }
+  // With error feedback: whether the plan takes each block of kBlockElems
+  // corrected values as correct_inputs makes them (corrected_block), every
+  // rank's in the op's order, tensor by tensor: the affine methods' block
+  // statistics, taken while the values are in the cache.
+  [[nodiscard]] virtual bool reads_corrected_blocks() const { return false; }
+  virtual void corrected_block(std::size_t /*l*/, const float* /*values*/, std::size_t /*n*/) {}
   // After every summary agrees: the average into result (elements() floats).
   virtual void execute(const std::vector<NodeSummary>& summaries, float* result) = 0;
 };

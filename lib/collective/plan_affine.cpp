@@ -129,11 +129,15 @@ class AffinePlan final : public MethodPlan {
       return;
     }
     std::vector<float> one(spb_);
+    const bool taken = corrected_stats_taken();
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
       float* acc = summary.stats.data() + b * spb_;
       for (std::size_t l = 0; l < in_.x.size(); ++l) {
         float* target = l == 0 ? acc : one.data();
-        codec_.block_stats(in_.x[l] + blocks_[b].begin, blocks_[b].size, target);
+        if (taken)
+          std::copy_n(corrected_stats_[l].data() + b * spb_, spb_, target);
+        else
+          codec_.block_stats(in_.x[l] + blocks_[b].begin, blocks_[b].size, target);
         if (l != 0) codec_.combine_stats(acc, one.data());
       }
     }
@@ -143,6 +147,23 @@ class AffinePlan final : public MethodPlan {
     for (std::size_t l = 0; l < in_.x.size(); ++l)
       if (n != 0) std::memcpy(values->data() + l * n * sizeof(float), in_.x[l], n * sizeof(float));
     gather_.send(summary, Bytes::take(std::move(values)));
+  }
+
+  // With error feedback, each rank's block statistics are taken as its
+  // corrected values are made (correct_inputs), block after block in the
+  // op's order, instead of in a pass of their own over them afterwards.
+  bool reads_corrected_blocks() const override { return true; }
+  void corrected_block(std::size_t l, const float* values, std::size_t n) override {
+    if (corrected_stats_.empty()) {
+      corrected_stats_.resize(in_.input.ranks.size());
+      stats_taken_.assign(in_.input.ranks.size(), 0);
+    }
+    std::vector<float>& stats = corrected_stats_.at(l);
+    if (stats.empty()) stats.resize(blocks_.size() * spb_);
+    const std::size_t b = stats_taken_[l]++;
+    if (b >= blocks_.size() || blocks_[b].size != n)
+      throw Error(ErrorCode::internal, "affine plan: a corrected block out of the op's blocks");
+    codec_.block_stats(values, n, stats.data() + b * spb_);
   }
 
   void execute(const std::vector<NodeSummary>& summaries, float* result) override {
@@ -334,6 +355,17 @@ class AffinePlan final : public MethodPlan {
   std::vector<Block> blocks_;
   std::vector<std::vector<float>> extra_decoded_{};  // ranks 1.. with error feedback
   GatheredValues gather_{false, 0};                  // a small op: one round
+  // Per local rank, with error feedback: its block statistics as
+  // correct_inputs made its blocks (corrected_block), and how many it took.
+  std::vector<std::vector<float>> corrected_stats_{};
+  std::vector<std::size_t> stats_taken_{};
+
+  // Whether every rank's statistics of every block were taken that way.
+  bool corrected_stats_taken() const {
+    return !stats_taken_.empty() &&
+           std::all_of(stats_taken_.begin(), stats_taken_.end(),
+                       [this](std::size_t taken) { return taken == blocks_.size(); });
+  }
 };
 
 }  // namespace

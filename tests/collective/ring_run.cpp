@@ -98,8 +98,8 @@ void check_same_bits(const RingRun& run) {
 
 extern const std::vector<std::string> kMethods;
 const std::vector<std::string> kMethods = {
-    "none",       "fp16",    "bf16",       "quant:8",       "quant:3",     "quant:16",
-    "sign",       "topk:5%", "topk:3",     "threshold:1.2", "randomk:10%", "randomk:2",
-    "ef:topk:5%", "ef:sign", "ef:quant:4", "ef:randomk:10%"};
+    "none",       "fp16",    "bf16",       "quant:8",        "quant:3",         "quant:16",
+    "sign",       "topk:5%", "topk:3",     "threshold:1.2",  "randomk:10%",     "randomk:2",
+    "ef:topk:5%", "ef:sign", "ef:quant:4", "ef:randomk:10%", "ef:threshold:1.2"};
 
 }  // namespace zring::collective::ring_test
