@@ -14,12 +14,28 @@ namespace {
 
 // torch when torch is imported. No object can be a torch tensor otherwise,
 // so zring never imports torch itself.
+// (sys.modules read through the C API: `import sys` and two hasattr per
+// tensor were a tenth of a small op's client CPU.)
 py::object torch_module() {
-  const py::dict modules = py::module_::import("sys").attr("modules");
-  if (!modules.contains("torch")) return py::none();
-  py::object torch = modules["torch"];
-  if (!py::hasattr(torch, "Tensor") || !py::hasattr(torch, "from_numpy")) return py::none();
-  return torch;
+  PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed
+  if (torch == nullptr) return py::none();
+  const auto module = py::reinterpret_borrow<py::object>(torch);
+  if (!py::hasattr(module, "Tensor") || !py::hasattr(module, "from_numpy")) return py::none();
+  return module;
+}
+
+// Whether a torch tensor is in CPU memory: its is_cpu, where torch has it
+// (a bool, not a new torch.device object per call), else its device's type.
+bool on_cpu(const py::handle& tensor) {
+  if (PyObject* is_cpu = PyObject_GetAttrString(tensor.ptr(), "is_cpu")) {
+    const bool known = PyBool_Check(is_cpu);
+    const bool cpu = is_cpu == Py_True;
+    Py_DECREF(is_cpu);
+    if (known) return cpu;
+  } else {
+    PyErr_Clear();
+  }
+  return py::str(tensor.attr("device").attr("type")).cast<std::string>() == "cpu";
 }
 
 std::string type_name(const py::handle& value) {
@@ -38,7 +54,7 @@ py::array torch_view(const py::object& torch, const py::handle& tensor, const ch
     bad_value(op, name,
               "is a torch tensor of " + py::str(tensor.attr("dtype")).cast<std::string>() +
                   "; zring reduces float32 only (use tensor.float())");
-  if (py::str(tensor.attr("device").attr("type")).cast<std::string>() != "cpu")
+  if (!on_cpu(tensor))
     bad_value(op, name,
               "is on " + py::str(tensor.attr("device")).cast<std::string>() +
                   "; zring reads CPU memory (use tensor.cpu())");
