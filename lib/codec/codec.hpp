@@ -131,6 +131,12 @@ void bf16s_to_floats(const std::uint16_t* h, std::size_t n, float* out) noexcept
 // Throws Error(invalid_argument) unless k <= n <= 2^32.
 std::vector<std::uint32_t> random_indices(std::uint64_t seed, std::size_t n, std::size_t k);
 
+// Ascending indices of the inf/nan values of x[0 .. n) that are not in
+// `sampled` (ascending): what randomk sends besides its sample. Each block
+// is tested whole without a branch first, overflow being rare.
+std::vector<std::uint32_t> unsampled_nonfinite(const float* x, std::size_t n,
+                                               const std::vector<std::uint32_t>& sampled);
+
 // The randomk seed of one tensor in one op: the op's seed (shared by every
 // rank) mixed with a hash of the tensor's name, so tensors draw different
 // indices and every rank derives the same seed for the same tensor.

@@ -22,27 +22,6 @@ inline bool is_nonfinite(float v) noexcept {
   return (std::bit_cast<std::uint32_t>(v) & 0x7f800000u) == 0x7f800000u;
 }
 
-// Ascending indices of the inf/nan elements of x that are not in sampled.
-std::vector<std::uint32_t> unsampled_nonfinite(const float* x, std::size_t n,
-                                               const std::vector<std::uint32_t>& sampled) {
-  std::vector<std::uint32_t> found;
-  constexpr std::size_t kBlock = 1024;
-  for (std::size_t at = 0; at < n; at += kBlock) {
-    const std::size_t len = std::min(kBlock, n - at);
-    // Overflow is rare: a branch-free test of the whole block first.
-    bool any = false;
-    for (std::size_t i = 0; i < len; ++i) any |= is_nonfinite(x[at + i]);
-    if (!any) continue;
-    for (std::size_t i = at; i < at + len; ++i) {
-      const auto index = static_cast<std::uint32_t>(i);
-      if (is_nonfinite(x[i]) && !std::binary_search(sampled.begin(), sampled.end(), index)) {
-        found.push_back(index);
-      }
-    }
-  }
-  return found;
-}
-
 // The view: the sorted union of the sampled and the exception indices.
 void merge_view(const std::vector<std::uint32_t>& sampled, const std::vector<float>& sampled_values,
                 const std::vector<std::uint32_t>& extra, const std::vector<float>& extra_values,
@@ -139,6 +118,26 @@ void RandomkCodec::decode(CompressedGradient& g) const {
 }
 
 }  // namespace
+
+std::vector<std::uint32_t> unsampled_nonfinite(const float* x, std::size_t n,
+                                               const std::vector<std::uint32_t>& sampled) {
+  std::vector<std::uint32_t> found;
+  constexpr std::size_t kBlock = 1024;
+  for (std::size_t at = 0; at < n; at += kBlock) {
+    const std::size_t len = std::min(kBlock, n - at);
+    // Overflow is rare: a branch-free test of the whole block first.
+    bool any = false;
+    for (std::size_t i = 0; i < len; ++i) any |= is_nonfinite(x[at + i]);
+    if (!any) continue;
+    for (std::size_t i = at; i < at + len; ++i) {
+      const auto index = static_cast<std::uint32_t>(i);
+      if (is_nonfinite(x[i]) && !std::binary_search(sampled.begin(), sampled.end(), index)) {
+        found.push_back(index);
+      }
+    }
+  }
+  return found;
+}
 
 std::unique_ptr<Codec> detail::make_randomk_codec(const CompressionMethod& method) {
   return std::make_unique<RandomkCodec>(method);

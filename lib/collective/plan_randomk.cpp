@@ -2,8 +2,6 @@
 // for a tensor, so only the k sampled values ride the ring, summed as
 // float32. Non-finite values outside the sample travel in the summary, so
 // an overflow on any rank still reaches every result.
-#include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -86,26 +84,11 @@ class RandomkPlan final : public MethodPlan {
     for (std::size_t j = 0; j < idx.size(); ++j) sums[j] += x[idx[j]];
     if (decoded)
       for (std::uint32_t i : idx) decoded[in_.offsets[t] + i] = x[i];
-    // The non-finite values outside the sample, in index order: overflow is
-    // rare, so each block is tested whole first, without a branch.
-    constexpr std::size_t kBlock = 1024;
-    for (std::size_t at = 0; at < n; at += kBlock) {
-      const std::size_t end = std::min(n, at + kBlock);
-      bool any = false;
-      for (std::size_t i = at; i < end; ++i) any |= !finite(x[i]);
-      if (!any) continue;
-      for (std::size_t i = at; i < end; ++i) {
-        const auto index = static_cast<std::uint32_t>(i);
-        if (finite(x[i]) || std::binary_search(idx.begin(), idx.end(), index)) continue;
-        summary.nonfinite.push_back({static_cast<std::uint32_t>(t), index, x[i]});
-        if (decoded) decoded[in_.offsets[t] + i] = x[i];
-      }
+    // The non-finite values outside the sample travel in the summary.
+    for (std::uint32_t i : codec::unsampled_nonfinite(x, n, idx)) {
+      summary.nonfinite.push_back({static_cast<std::uint32_t>(t), i, x[i]});
+      if (decoded) decoded[in_.offsets[t] + i] = x[i];
     }
-  }
-
-  // std::isfinite on the bits (a loop of it vectorises).
-  static bool finite(float v) noexcept {
-    return (std::bit_cast<std::uint32_t>(v) & 0x7f800000u) != 0x7f800000u;
   }
 
   // Too many entries for one tensor: one whole-tensor entry instead.
