@@ -62,18 +62,26 @@ BOOST_AUTO_TEST_CASE(lossy_methods_change_the_values) {
              boost::test_tools::per_element());
 }
 
+// In place, and all_reduce of a map given up (std::move), are the same op:
+// the same bits for every method, the same refusal without peers.
 BOOST_AUTO_TEST_CASE(in_place_gives_the_bits_of_all_reduce) {
   const TensorMap g = at::gradients(0);
   for (const std::string& text : at::methods()) {
     BOOST_TEST_CONTEXT("method " << text) {
       CompressedAllReduce copying(CompressionMethod::parse(text), 1);
       CompressedAllReduce in_place(CompressionMethod::parse(text), 1);
+      CompressedAllReduce given(CompressionMethod::parse(text), 1);
       const TensorMap expected = copying.all_reduce(g);
       TensorMap values = g;
       in_place.all_reduce_in_place(values);
+      TensorMap copy = g;
+      const TensorMap given_up = given.all_reduce(std::move(copy));
+      BOOST_TEST(given_up.size() == expected.size());
       for (const auto& [name, tensor] : expected) {
         BOOST_TEST(values.at(name).shape() == tensor.shape(), boost::test_tools::per_element());
         BOOST_TEST(same_bits(values.at(name).data(), tensor.data()), name);
+        BOOST_TEST(given_up.at(name).shape() == tensor.shape(), boost::test_tools::per_element());
+        BOOST_TEST(same_bits(given_up.at(name).data(), tensor.data()), name);
       }
     }
   }
@@ -83,6 +91,9 @@ BOOST_AUTO_TEST_CASE(in_place_gives_the_bits_of_all_reduce) {
   BOOST_TEST(
       (at::code_of([&] { three.all_reduce_in_place(values); }) == ErrorCode::no_communicator));
   BOOST_TEST(values == g);
+  TensorMap copy = g;
+  BOOST_TEST((at::code_of([&] { (void)three.all_reduce(std::move(copy)); }) ==
+              ErrorCode::no_communicator));
 }
 
 BOOST_AUTO_TEST_CASE(shared_tensors_give_the_bits_of_all_reduce) {
@@ -156,30 +167,6 @@ BOOST_AUTO_TEST_CASE(shared_tensors_layout_and_bad_use) {
   kept["a"][2] = 7.0f;
   BOOST_TEST((at::code_of([&] { three.all_reduce_in_place(kept); }) == ErrorCode::no_communicator));
   BOOST_TEST(kept["a"][2] == 7.0f);
-}
-
-// A map given up (std::move) is the same op: the same bits for every
-// method, the same refusal without peers.
-BOOST_AUTO_TEST_CASE(all_reduce_of_a_map_given_up_is_the_same_op) {
-  const TensorMap g = at::gradients(0);
-  for (const std::string& text : at::methods()) {
-    BOOST_TEST_CONTEXT("method " << text) {
-      CompressedAllReduce kept(CompressionMethod::parse(text), 1);
-      CompressedAllReduce given(CompressionMethod::parse(text), 1);
-      TensorMap copy = g;
-      const TensorMap out = given.all_reduce(std::move(copy));
-      const TensorMap expected = kept.all_reduce(g);
-      BOOST_TEST(out.size() == expected.size());
-      for (const auto& [name, t] : expected) {
-        BOOST_TEST(same_bits(out.at(name).data(), t.data()));
-        BOOST_TEST((out.at(name).shape() == t.shape()));
-      }
-    }
-  }
-  CompressedAllReduce two(CompressionMethod::none(), 2);
-  TensorMap copy = g;
-  BOOST_TEST(
-      (at::code_of([&] { (void)two.all_reduce(std::move(copy)); }) == ErrorCode::no_communicator));
 }
 
 BOOST_AUTO_TEST_CASE(world_above_one_without_peers_is_refused) {
