@@ -14,8 +14,8 @@ namespace {
 
 // torch when torch is imported. No object can be a torch tensor otherwise,
 // so zring never imports torch itself.
-// (sys.modules read through the C API: `import sys` and two hasattr per
-// tensor were a tenth of a small op's client CPU.)
+// (sys.modules is read through the C API: an `import sys` per tensor was a
+// twentieth of a small op's client CPU.)
 py::object torch_module() {
   PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed
   if (torch == nullptr) return py::none();
