@@ -6,7 +6,6 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
 namespace zring::codec {
 
@@ -34,24 +33,5 @@ void make_blocks(MakeBlock& make_block, std::size_t n, std::size_t from) {
   for (std::size_t begin = from; begin < n; begin += kCollectBlock)
     (void)make_block(begin, std::min(n, begin + kCollectBlock));
 }
-
-// Scratch of at least n elements, grown (never shrunk) without writing
-// it: the room left for the candidates is about twice what they take, and
-// only the pages the selection writes become resident, once, as the
-// buffer is reused call after call.
-class Room {
- public:
-  std::uint32_t* at_least(std::size_t n) {
-    if (size_ < n) {
-      data_.reset(new std::uint32_t[n]);  // default-initialised: not written
-      size_ = n;
-    }
-    return data_.get();
-  }
-
- private:
-  std::unique_ptr<std::uint32_t[]> data_;
-  std::size_t size_ = 0;
-};
 
 }  // namespace zring::codec

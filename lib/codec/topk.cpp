@@ -119,6 +119,25 @@ std::uint32_t exact_key(const std::uint32_t* keys, std::size_t count, std::uint3
 constexpr std::size_t kMinSample = 1 << 10;
 constexpr std::size_t kMaxSample = 1 << 14;
 
+// Scratch of at least n elements, grown (never shrunk) without writing
+// it: the room left for the candidates is about twice what they take, and
+// only the pages the selection writes become resident, once, as the
+// buffer is reused call after call.
+class Room {
+ public:
+  std::uint32_t* at_least(std::size_t n) {
+    if (size_ < n) {
+      data_.reset(new std::uint32_t[n]);  // default-initialised: not written
+      size_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<std::uint32_t[]> data_;
+  std::size_t size_ = 0;
+};
+
 // The k-th largest key is 0 when no more than k keys are nonzero: all
 // `count` nonzero ones (found, in index order, with their bit patterns) are
 // kept, and of the zeros (+0 and -0 alike) the first k - count in index
