@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <zring/error.hpp>
 
@@ -12,17 +13,31 @@ namespace py = pybind11;
 namespace zring::python {
 namespace {
 
-// torch when torch is imported. No object can be a torch tensor otherwise,
-// so zring never imports torch itself.
-// (sys.modules is read through the C API: an `import sys` per tensor was a
-// twentieth of a small op's client CPU.)
-py::object torch_module() {
-  PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed
-  if (torch == nullptr) return py::none();
-  const auto module = py::reinterpret_borrow<py::object>(torch);
-  if (!py::hasattr(module, "Tensor") || !py::hasattr(module, "from_numpy")) return py::none();
-  return module;
-}
+// What zring compares a torch tensor's attributes with, looked up once per
+// dict: torch.Tensor, torch.float32 and torch.strided, when torch is
+// imported. No object can be a torch tensor otherwise, so zring never
+// imports torch itself. (sys.modules is read through the C API: an
+// `import sys` per tensor was a twentieth of a small op's client CPU.)
+struct TorchNames {
+  py::object tensor, float32, strided;  // null: torch is not imported
+
+  static TorchNames look_up() {
+    TorchNames names;
+    PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed
+    if (torch == nullptr) return names;
+    const auto module = py::reinterpret_borrow<py::object>(torch);
+    if (!py::hasattr(module, "Tensor") || !py::hasattr(module, "float32") ||
+        !py::hasattr(module, "strided"))
+      return names;
+    names.tensor = module.attr("Tensor");
+    names.float32 = module.attr("float32");
+    names.strided = module.attr("strided");
+    return names;
+  }
+  [[nodiscard]] bool is_tensor(const py::handle& value) const {
+    return tensor && py::isinstance(value, tensor);
+  }
+};
 
 // Whether a torch tensor is in CPU memory: its is_cpu, where torch has it
 // (a bool, not a new torch.device object per call), else its device's type.
@@ -47,22 +62,37 @@ std::string type_name(const py::handle& value) {
   throw Error(ErrorCode::invalid_argument, std::string(op) + ": tensor '" + name + "' " + problem);
 }
 
-// The numpy array behind a CPU float32 torch tensor (a view: no copy).
-py::array torch_view(const py::object& torch, const py::handle& tensor, const char* op,
-                     const std::string& name) {
-  if (!tensor.attr("dtype").is(torch.attr("float32")))
-    bad_value(op, name,
-              "is a torch tensor of " + py::str(tensor.attr("dtype")).cast<std::string>() +
+// A CPU float32 torch tensor taken apart through torch's own accessors
+// (data_ptr, shape, stride: no Python objects made but small ints), not
+// through a numpy view (detach().numpy() made two objects and cost 1.9 us of
+// a tensor's 4.7 per op). keep_alive is the tensor: it holds its storage.
+void take_torch(const TorchNames& torch, const py::handle& tensor, const char* op, ArrayRef& a) {
+  if (const py::object dtype = tensor.attr("dtype"); !dtype.is(torch.float32))
+    bad_value(op, a.name,
+              "is a torch tensor of " + py::str(dtype).cast<std::string>() +
                   "; zring reduces float32 only (use tensor.float())");
   if (!on_cpu(tensor))
-    bad_value(op, name,
+    bad_value(op, a.name,
               "is on " + py::str(tensor.attr("device")).cast<std::string>() +
                   "; zring reads CPU memory (use tensor.cpu())");
-  if (!tensor.attr("layout").is(torch.attr("strided")))
-    bad_value(op, name,
-              "is a " + py::str(tensor.attr("layout")).cast<std::string>() +
+  if (const py::object layout = tensor.attr("layout"); !layout.is(torch.strided))
+    bad_value(op, a.name,
+              "is a " + py::str(layout).cast<std::string>() +
                   " torch tensor; zring takes dense (strided) tensors (use .to_dense())");
-  return tensor.attr("detach")().attr("numpy")();
+  // Its memory holds the negation of its values (torch._neg_view): numpy()
+  // refuses it too.
+  if (py::hasattr(tensor, "is_neg") && tensor.attr("is_neg")().cast<bool>())
+    bad_value(op, a.name, "is a negated view (its negative bit is set); use tensor.resolve_neg()");
+  a.data = reinterpret_cast<char*>(tensor.attr("data_ptr")().cast<std::uintptr_t>());
+  const py::tuple shape = tensor.attr("shape");
+  const py::tuple strides = tensor.attr("stride")();
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    a.shape.push_back(shape[d].cast<std::size_t>());
+    a.strides.push_back(strides[d].cast<std::ptrdiff_t>() *
+                        static_cast<std::ptrdiff_t>(sizeof(float)));
+  }
+  a.keep_alive = py::reinterpret_borrow<py::object>(tensor);
+  a.is_torch = true;
 }
 
 // Walks a strided array in row-major order, one innermost row at a time:
@@ -89,21 +119,24 @@ bool ArrayRef::contiguous() const {
   return true;
 }
 
-ArrayRef array_ref(const std::string& name, const py::handle& value, const char* op) {
+namespace {
+
+// array_ref, with torch's names looked up once for all of a dict's values
+// (only when one is not a numpy array).
+ArrayRef take_apart(const std::string& name, const py::handle& value, const char* op,
+                    std::optional<TorchNames>& torch) {
   ArrayRef a;
   a.name = name;
-  py::array array;
-  if (py::isinstance<py::array>(value)) {
-    array = py::reinterpret_borrow<py::array>(value);
-  } else if (const py::object torch = torch_module();
-             !torch.is_none() && py::isinstance(value, torch.attr("Tensor"))) {
-    array = torch_view(torch, value, op, name);
-    a.is_torch = true;
-  } else {
-    bad_value(
-        op, name,
-        "is a " + type_name(value) + "; zring takes numpy arrays or torch tensors of float32");
+  if (!py::isinstance<py::array>(value)) {
+    if (!torch) torch = TorchNames::look_up();
+    if (!torch->is_tensor(value))
+      bad_value(
+          op, name,
+          "is a " + type_name(value) + "; zring takes numpy arrays or torch tensors of float32");
+    take_torch(*torch, value, op, a);
+    return a;
   }
+  auto array = py::reinterpret_borrow<py::array>(value);
   if (!py::isinstance<py::array_t<float>>(array))
     bad_value(op, name,
               "has dtype " + py::str(array.dtype()).cast<std::string>() +
@@ -118,15 +151,30 @@ ArrayRef array_ref(const std::string& name, const py::handle& value, const char*
   return a;
 }
 
+}  // namespace
+
+py::array numpy_view(const ArrayRef& a) {
+  if (!a.is_torch) return py::reinterpret_borrow<py::array>(a.keep_alive);
+  return py::array(py::dtype::of<float>(), std::vector<py::ssize_t>(a.shape.begin(), a.shape.end()),
+                   std::vector<py::ssize_t>(a.strides.begin(), a.strides.end()), a.data,
+                   a.keep_alive);
+}
+
+ArrayRef array_ref(const std::string& name, const py::handle& value, const char* op) {
+  std::optional<TorchNames> torch;
+  return take_apart(name, value, op, torch);
+}
+
 std::vector<ArrayRef> array_refs(const py::dict& tensors, const char* op) {
   std::vector<ArrayRef> out;
   out.reserve(tensors.size());
+  std::optional<TorchNames> torch;
   for (const auto& [key, value] : tensors) {
     if (!py::isinstance<py::str>(key))
       throw Error(ErrorCode::invalid_argument,
                   std::string(op) + ": tensor names must be str, not " + type_name(key) + " (" +
                       py::repr(key).cast<std::string>() + ")");
-    out.push_back(array_ref(key.cast<std::string>(), value, op));
+    out.push_back(take_apart(key.cast<std::string>(), value, op, torch));
   }
   return out;
 }

@@ -1,9 +1,8 @@
 // arrays.hpp - numpy arrays and torch tensors as zring reads and writes them.
 //
 // A dict is taken apart while the GIL is held: names, data pointers, shapes,
-// strides, and a reference that keeps each array alive (for a torch tensor,
-// a numpy view of its memory: no copy). The values are then read or written
-// with the GIL released: a memcpy for a C-contiguous array, a strided walk
+// strides, and a reference that keeps each array or tensor alive (no copy). The values are then
+// read or written with the GIL released: a memcpy for a C-contiguous array, a strided walk
 // otherwise.
 #pragma once
 
@@ -20,7 +19,7 @@ namespace zring::python {
 // One float32 array: where its values are and how they are laid out.
 struct ArrayRef {
   std::string name;
-  pybind11::object keep_alive;  // the numpy array (a view for torch tensors)
+  pybind11::object keep_alive;  // the numpy array or the torch tensor
   char* data = nullptr;         // first element
   std::vector<std::size_t> shape;
   std::vector<std::ptrdiff_t> strides;  // in bytes; may be negative or 0
@@ -37,6 +36,11 @@ struct ArrayRef {
 // for anything else (another dtype, a CUDA or sparse tensor, a list, ...).
 // Needs the GIL.
 ArrayRef array_ref(const std::string& name, const pybind11::handle& value, const char* op);
+
+// A numpy array over a's memory (a itself when it is one; a view that
+// keeps a torch tensor alive otherwise, without torch's numpy(), which
+// refuses a tensor that requires grad). Needs the GIL.
+pybind11::array numpy_view(const ArrayRef& a);
 
 // array_ref of every item of dict[str, array], in the dict's order; a key
 // that is not a str is invalid_argument too. Needs the GIL.

@@ -92,7 +92,8 @@ void check_apart(const std::vector<ArrayRef>& arrays, const char* op) {
       } else {
         if (!shares_memory) shares_memory = py::module_::import("numpy").attr("shares_memory");
         try {
-          if (!shares_memory(a.keep_alive, b.keep_alive, py::arg("max_work") = 100000).cast<bool>())
+          if (!shares_memory(numpy_view(a), numpy_view(b), py::arg("max_work") = 100000)
+                   .cast<bool>())
             continue;
         } catch (const py::error_already_set& e) {
           if (!e.matches(py::module_::import("numpy").attr("TooHardError"))) throw;

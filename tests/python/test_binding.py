@@ -127,6 +127,7 @@ def test_torch_tensors_that_require_grad_are_read_not_tracked():
     (np.float32(1.0), "numpy.float32"),
     (torch.zeros(3).to_sparse(), "sparse"),
     (torch.zeros(3, device="meta"), "is on meta"),
+    (torch._neg_view(torch.ones(3)), "negative bit"),
 ])
 def test_wrong_values_are_invalid_argument_naming_the_tensor(bad, needle):
     with pytest.raises(zring.Error) as caught:

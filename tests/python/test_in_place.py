@@ -112,6 +112,7 @@ def bad_arrays():
         ("float64", np.zeros(3), "dtype float64"),
         ("int32", np.zeros(3, np.int32), "dtype int32"),
         ("torch float64", torch.zeros(3, dtype=torch.float64), "torch.float64"),
+        ("negated view", torch._neg_view(torch.ones(3)), "negative bit"),
         ("list", [1.0, 2.0], "list"),
     ]
 
@@ -135,6 +136,22 @@ def test_tensors_that_share_memory_are_refused_naming_both():
             fresh("none").all_reduce_in_place(tensors)
         assert caught.value.kind == "invalid_argument"
         assert "'a' and 'b' share memory" in caught.value.message
+
+
+def test_views_of_a_parameter_are_told_apart_without_torchs_numpy():
+    # Strided views of a tensor that requires grad (torch's numpy() refuses
+    # those): interleaved columns share no element and are reduced where they
+    # are; overlapping ones are refused naming both.
+    p = torch.nn.Parameter(torch.from_numpy(values(40, 5).reshape(4, 10)))
+    even, odd = p[:, ::2], p[:, 1::2]
+    expected = fresh("topk:25%").all_reduce({"e": even, "o": odd})
+    fresh("topk:25%").all_reduce_in_place({"e": even, "o": odd})
+    assert even.detach().numpy().tobytes() == expected["e"].numpy().tobytes()
+    assert odd.detach().numpy().tobytes() == expected["o"].numpy().tobytes()
+    with pytest.raises(zring.Error) as caught:
+        fresh("none").all_reduce_in_place({"a": p[:, ::2], "b": p[:, ::4]})
+    assert caught.value.kind == "invalid_argument"
+    assert "'a' and 'b' share memory" in caught.value.message
 
 
 def test_all_reduce_in_place_takes_a_dict_or_shared_tensors():
