@@ -149,6 +149,9 @@ class DaemonChannel {
   // The request as one datagram on the bell; false when it could not go
   // (too long, no bell there, its queue full): it goes the other way then.
   bool ring_bell(const std::vector<std::uint8_t>& message);
+  // A new bell_fd_ connected to the bell's path; false (and -1) when there
+  // is none to connect to.
+  bool connect_bell();
   // Reads what the request socket brought (answers into stream_answers_),
   // to its end, or with stop_when_short until a read finds less than room.
   void read_request_stream(bool stop_when_short = false);
@@ -164,7 +167,7 @@ class DaemonChannel {
   std::string requests_path_;  // the request socket's (none for a tcp:// endpoint)
   int requests_fd_ = -1;
   std::optional<sockaddr_un> bell_address_;  // the bell's (none for a tcp:// endpoint)
-  int bell_fd_ = -1;                         // an unbound datagram socket, made at the first ring
+  int bell_fd_ = -1;  // a datagram socket connected to the bell (connect_bell), or -1
   bool use_bell_ = false;
   std::string routing_id_;  // the DEALER's
   std::optional<wire::TcpFrameReader> stream_reader_;

@@ -156,6 +156,38 @@ BOOST_AUTO_TEST_CASE(status_counts_the_ops_rung_on_the_bell) {
   BOOST_TEST(number_at(after, "ops_rung") == number_at(rung, "ops_rung"));
 }
 
+// A client's bell stays connected to the zringd it first rang. One that
+// restarted (as Restart=on-failure would) binds the bell's path anew: the
+// client, still running, rings the new one once the old socket refuses.
+BOOST_AUTO_TEST_CASE(a_client_that_stays_rings_a_restarted_zringd_on_its_bell) {
+  proc::LocalRing ring(ring_options(1, 2000));
+  Daemons daemons(ring);
+  daemons.start(0);
+  daemons.wait_up();
+  proc::Process client = proc::Process::spawn_talking(
+      {ZRING_RING_CLIENT_PATH, "--talk", ring.ipc(0), "0", "none", "7", "1000", "3000"},
+      ring.dir() + "/talker.err");
+  BOOST_TEST_REQUIRE(client.read_line(20s).value_or("") == "ready 0");
+  std::uint64_t round = 0;
+  const auto ask = [&] {
+    const std::string r = std::to_string(round++);
+    client.send_line("inplace " + r + " " + ring.dir() + "/r" + r);
+    return client.read_line(30s).value_or("no answer");
+  };
+  for (int i = 0; i < 4; ++i) BOOST_TEST_REQUIRE(ask() == "ok");
+  BOOST_TEST_REQUIRE(number_at(status_of(ring.ipc(0)), "ops_rung") >= 1);
+
+  daemons.start(0);  // kills the one running first
+  daemons.wait_up();
+  std::string answer = ask();  // the first after the restart may fail: an answer, never silence
+  BOOST_TEST((answer == "ok" || answer.rfind("error ", 0) == 0), answer);
+  for (int i = 0; i < 4; ++i) BOOST_TEST(ask() == "ok");
+  const ptree after = status_of(ring.ipc(0));
+  BOOST_TEST(number_at(after, "ops_done") >= 4);
+  BOOST_TEST(number_at(after, "ops_rung") >= 1);
+  client.send_line("quit");
+}
+
 BOOST_AUTO_TEST_CASE(status_finds_the_endpoint_in_the_config_and_fails_clearly_without_a_daemon) {
   proc::LocalRing ring(ring_options(1));
   Daemons daemons(ring);
