@@ -108,6 +108,11 @@ def parse_args(argv):
     p.add_argument("--label", default="", help="free text saved with the results")
     p.add_argument("--timeout", type=float, default=1800,
                    help="seconds one implementation or method may take (default 1800)")
+    p.add_argument("--malloc", choices=("system", "keep"), default="system",
+                   help="system (default): glibc's defaults in every rank; keep: every rank's "
+                        "malloc keeps freed memory (MALLOC_MMAP_THRESHOLD_, "
+                        "MALLOC_TRIM_THRESHOLD_), so the copy form's fresh results reuse pages "
+                        "instead of faulting new ones in, as jemalloc or tcmalloc would")
     p.add_argument("--memory", action="store_true",
                    help="also measure peak resident memory: zring runs each size on its "
                         "own, with every zringd's peak reset before it, and the report "
@@ -189,6 +194,7 @@ class Bench:
         d["zringd cpus"] = ("node n's zringd on the n-th (mod their count) of CPUs "
                             f"{sorted(os.sched_getaffinity(0))}"
                             if a.zringd_cpus == "spread" else "any")
+        d["ranks' malloc"] = a.malloc
         d["ranks"] = (", ".join(map(str, a.rank_counts)) +
                       f" ({a.local_ranks} local rank{'s' if a.local_ranks > 1 else ''} per node)")
         gloo_text = ("gloo::allreduce" if a.gloo_algorithm == "allreduce"
@@ -224,7 +230,8 @@ class Bench:
             quick = a.quick or bool(a.scaling)
             series = runners.Series(self.bins, net, nodes, a.local_ranks,
                                     os.path.join(self.out, "raw", f"{ranks}-ranks"),
-                                    plan.plan_text(a.sizes, quick, a.warmup, a.iters), a.timeout)
+                                    plan.plan_text(a.sizes, quick, a.warmup, a.iters), a.timeout,
+                                    runners.MALLOC_ENV[a.malloc])
             self.log(f"{ranks} ranks ({nodes} nodes) on {net.describe()}; sizes "
                      f"{', '.join(plan.format_size(s) for s in a.sizes)}")
             if "gloo" in a.impls and "gloo" not in self.unavailable:

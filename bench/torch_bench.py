@@ -54,15 +54,6 @@ VARIANTS = {
     "local": "a hook that averages nothing: the step without communication",
 }
 
-# Every rank's allocator (--malloc). glibc hands blocks from 128 KiB up
-# (growing with the largest freed, up to 32 MiB) back to the kernel when
-# freed; an embedding's 67 MB dense gradient is so a fresh mapping every
-# step, and its page faults cost this VM about 200 ms of a rank's backward.
-MALLOC_ENV = {
-    "keep": {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 31)},
-    "system": {},
-}
-
 
 def parse_count(text):
     """'16Mi', '16M' (both 2^24), '1000' -> int."""
@@ -242,7 +233,7 @@ class TorchBench:
                    endpoints=[ring.ipc(n) for n in range(self.a.ranks)] if ring else [])
         env = {"PYTHONPATH": self.pythonpath + os.pathsep + HERE,
                "GLOO_SOCKET_IFNAME": "eth0" if self.a.netns else "lo"}
-        env.update(MALLOC_ENV[self.a.malloc])
+        env.update(runners.MALLOC_ENV[self.a.malloc])
         group = procs.Group()
         try:
             for r in range(self.a.ranks):

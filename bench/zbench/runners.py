@@ -106,10 +106,22 @@ def client_peak_memory(directory, ranks):
     return peaks
 
 
+# Every rank's allocator (--malloc of both benchmarks). glibc hands blocks
+# from 128 KiB up (growing with the largest freed, up to 32 MiB) back to the
+# kernel when freed: a fresh result or gradient larger than that is a fresh
+# mapping every op or step, whose pages the kernel faults in and zeroes
+# again. "keep" makes every rank's malloc keep freed memory, as jemalloc or
+# tcmalloc would.
+MALLOC_ENV = {
+    "keep": {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 31)},
+    "system": {},
+}
+
+
 class Series:
     """One rank count on one network: what every runner needs."""
 
-    def __init__(self, bins, net, nodes, local_ranks, work_dir, plan, timeout):
+    def __init__(self, bins, net, nodes, local_ranks, work_dir, plan, timeout, rank_env=None):
         self.bins = bins
         self.net = net
         self.nodes = nodes
@@ -117,6 +129,7 @@ class Series:
         self.work_dir = work_dir
         self.plan = plan          # BYTES:WARMUP:ITERS,...
         self.timeout = timeout    # seconds for one implementation/method to finish
+        self.rank_env = rank_env or {}  # added to every rank's environment (MALLOC_ENV)
 
     @property
     def ranks(self):
@@ -282,7 +295,8 @@ class ZringRing:
                     "--rank", str(r), "--local-rank", str(r % self.s.local_ranks),
                     "--plan", self.s.plan, "--out", os.path.join(out, f"rank-{r}.csv"),
                     "--api", api, "--layout", layout])
-                clients.spawn(f"zring client rank {r}", argv, os.path.join(out, f"rank-{r}.log"))
+                clients.spawn(f"zring client rank {r}", argv, os.path.join(out, f"rank-{r}.log"),
+                              self.s.rank_env)
             clients.wait(self.s.timeout, also_alive=self.group.children)
         except procs.Failed as e:
             why = self.dead()
@@ -309,7 +323,8 @@ def run_gloo(series, name="gloo", algorithm="ring_chunked"):
                 "--store", store, "--host", series.net.host(node), "--algorithm", algorithm,
                 "--plan", series.plan,
                 "--out", os.path.join(out, f"rank-{r}.csv")])
-            group.spawn(f"gloo rank {r}", argv, os.path.join(out, f"rank-{r}.log"))
+            group.spawn(f"gloo rank {r}", argv, os.path.join(out, f"rank-{r}.log"),
+                        series.rank_env)
         group.wait(series.timeout)
     finally:
         group.stop()
@@ -345,6 +360,7 @@ def run_mpi(series, name="mpi"):
         for r in range(series.ranks):
             argv += (["-np", "1"] + series.net.wrap(series.node_of(r), client) +
                      ([":"] if r + 1 < series.ranks else []))
+    env.update(series.rank_env)  # mpirun's ranks inherit its environment
     group = procs.Group()
     try:
         group.spawn("mpirun", argv, os.path.join(out, "mpirun.log"), env)
