@@ -1,9 +1,9 @@
 // arrays.hpp - numpy arrays and torch tensors as zring reads and writes them.
 //
 // A dict is taken apart while the GIL is held: names, data pointers, shapes,
-// strides, and a reference that keeps each array or tensor alive (no copy). The values are then
-// read or written with the GIL released: a memcpy for a C-contiguous array, a strided walk
-// otherwise.
+// strides, and a reference that keeps each array or tensor alive (no copy).
+// The values are then read or written with the GIL released: a memcpy for a
+// C-contiguous array, a strided walk otherwise.
 #pragma once
 
 #include <pybind11/numpy.h>
