@@ -49,7 +49,9 @@ struct Clients {
     for (std::size_t n = 0; n < nodes; ++n) start(n);
   }
 
+  // Client n, once its zringd answers (it may have just been started).
   void start(std::size_t n) {
+    ring.wait_answering(n);
     std::string sizes_text;
     for (const std::size_t s : sizes)
       sizes_text += (sizes_text.empty() ? "" : ",") + std::to_string(s);

@@ -95,4 +95,20 @@ void LocalRing::wait_up(std::chrono::milliseconds timeout) {
   }
 }
 
+void LocalRing::wait_answering(std::size_t node, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    try {
+      (void)client::query_status(ipc(node), std::chrono::milliseconds(500));
+      return;
+    } catch (const Error&) {
+    }
+    if (!daemons_.at(node).running())
+      throw std::runtime_error("zringd " + name(node) + " exited:\n" + log(node));
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("zringd " + name(node) + " did not answer in time:\n" + log(node));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 }  // namespace zring::proc

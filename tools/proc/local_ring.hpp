@@ -44,6 +44,12 @@ class LocalRing {
   // Waits until every running daemon reports the ring up; throws otherwise.
   void wait_up(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   [[nodiscard]] bool is_up(std::size_t node);
+  // Waits until node's daemon answers on its IPC socket (up or not), as
+  // `systemctl start` waits for a Type=notify unit's READY: a client that
+  // connects before would find no socket. Throws when it exits or takes
+  // longer.
+  void wait_answering(std::size_t node,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(30));
   Process& daemon(std::size_t node) { return daemons_.at(node); }
 
   [[nodiscard]] std::string ipc(std::size_t node) const;
