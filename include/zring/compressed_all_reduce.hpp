@@ -95,6 +95,21 @@ class CompressedAllReduce {
   // (then partly averaged, as for SharedTensors).
   void all_reduce_in_place(const TensorViews& tensors);
 
+  // The same op out of place, into the caller's own memory (as
+  // MPI_Allreduce with a send and a receive buffer): the averages of
+  // `inputs` written to `outputs`, the same bits as all_reduce of a
+  // TensorMap with the inputs' names, shapes and values; the inputs are
+  // only read. Every input needs exactly one output of its name and shape,
+  // and no output may share memory with another output or an input (use
+  // all_reduce_in_place for that): invalid_argument otherwise, naming the
+  // tensor. Connected, the inputs are staged through the shared buffer while
+  // the ring already runs and the averages written to the outputs as they
+  // become final: no new memory per call, and the inputs stay as they were,
+  // so an op that meets a change of the ring runs again from them
+  // (ring_change_retries). When it throws, the inputs are unchanged and the
+  // outputs may hold part of the averages.
+  void all_reduce(const TensorViews& inputs, const TensorViews& outputs);
+
   // Tensors for all_reduce_in_place(SharedTensors&), zero-filled. Connected,
   // they live in a buffer this process shares with its zringd, apart from
   // the one the object's ops of other tensors go through, and the most

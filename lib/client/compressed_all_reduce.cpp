@@ -74,6 +74,10 @@ void CompressedAllReduce::all_reduce_in_place(const TensorViews& tensors) {
   translated("all_reduce_in_place", [&] { checked(impl_).all_reduce_in_place(tensors); });
 }
 
+void CompressedAllReduce::all_reduce(const TensorViews& inputs, const TensorViews& outputs) {
+  translated("all_reduce", [&] { checked(impl_).all_reduce(inputs, outputs); });
+}
+
 SharedTensors CompressedAllReduce::make_shared_tensors(const TensorShapes& shapes) {
   return translated("make_shared_tensors",
                     [&] { return SharedTensors(checked(impl_).make_shared_tensors(shapes)); });

@@ -125,6 +125,18 @@ class Connected final : public CompressedAllReduce::Impl {
     reduce(ios, shapes_of(fused));
   }
 
+  // The inputs staged from where they are, the averages into the outputs;
+  // the inputs stay as they were, so an op that meets a change of the ring
+  // runs again from them (reduce_staged).
+  void all_reduce(const TensorViews& inputs, const TensorViews& outputs) override {
+    const std::vector<FusedView> fused = fuse_order(inputs, "all_reduce");
+    const std::vector<const TensorView*> out = outputs_for(fused, outputs, "all_reduce");
+    std::vector<TensorIo> ios;
+    for (std::size_t i = 0; i < fused.size(); ++i)
+      ios.push_back({fused[i].view->data, out[i]->data, fused[i].numel, fused[i].offset});
+    reduce(ios, shapes_of(fused));
+  }
+
   // A broadcast travels as an all-reduce does (the values frame or the
   // shared buffer, staged when large; every rank hands its values over,
   // only the root's are read), its manifest saying what it is: the method

@@ -39,6 +39,22 @@ class CompressedAllReduce::Impl {
       std::copy(copy.at(f.view->name).data().begin(), copy.at(f.view->name).data().end(),
                 f.view->data);
   }
+  // Out of place into the caller's memory: by default through all_reduce of
+  // a TensorMap copy of the inputs; the connected client stages them
+  // through its shared buffer and writes the averages to the outputs.
+  virtual void all_reduce(const TensorViews& inputs, const TensorViews& outputs) {
+    const std::vector<client::FusedView> fused = client::fuse_order(inputs, "all_reduce");
+    const std::vector<const TensorView*> out = client::outputs_for(fused, outputs, "all_reduce");
+    TensorMap copy;
+    for (const client::FusedView& f : fused)
+      copy.emplace(f.view->name,
+                   Tensor(std::vector<float>(f.view->data, f.view->data + f.numel), f.view->shape));
+    const TensorMap averaged = all_reduce(copy);
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      const std::vector<float>& values = averaged.at(fused[i].view->name).data();
+      std::copy(values.begin(), values.end(), out[i]->data);
+    }
+  }
   // SharedTensors: ordinary memory by default, reduced through a TensorMap
   // copy; the connected client shares them with its zringd.
   virtual std::shared_ptr<SharedTensors::Storage> make_shared_tensors(const TensorShapes& shapes) {

@@ -14,6 +14,8 @@ class Standalone final : public CompressedAllReduce::Impl {
   Standalone(CompressionMethod method, std::size_t world_size)
       : aggregator_(std::move(method), world_size) {}
 
+  using CompressedAllReduce::Impl::all_reduce;  // out of place: Impl's, through the one below
+
   // world_size 1: this rank is the group; the caller sees D(C(g)), the real
   // compression error. world_size > 1: nothing to talk to. Scaling the local
   // gradient instead would not approximate a sum across ranks, so refuse.

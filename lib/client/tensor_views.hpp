@@ -20,7 +20,16 @@ struct FusedView {
 // invalid_argument naming the tensor: a duplicate name, a null data pointer
 // for a tensor with values, a shape whose size overflows or that indices
 // cannot address (2^32 - 1 values per tensor, as for a TensorMap).
-std::vector<FusedView> fuse_order(const TensorViews& views);
+std::vector<FusedView> fuse_order(const TensorViews& views, const char* op = "all_reduce_in_place");
+
+// Where each input's averages go, in fused order, for an out-of-place op
+// (`op`, for messages): outputs[i] is the output view of fused[i]'s name.
+// Throws invalid_argument naming the tensor: an input without an output or
+// an output without an input of its name, a shape that differs, a null
+// data pointer, an output named twice, or an output that shares memory
+// with another output or with an input.
+std::vector<const TensorView*> outputs_for(const std::vector<FusedView>& fused,
+                                           const TensorViews& outputs, const char* op);
 
 // The shapes of the views, for a manifest.
 TensorShapes shapes_of(const std::vector<FusedView>& fused);

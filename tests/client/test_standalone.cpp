@@ -1,6 +1,8 @@
 // test_standalone.cpp - CompressedAllReduce without a daemon: the seed's
-// world_size 1 round trip, the world_size > 1 refusal, construction.
+// world_size 1 round trip, the world_size > 1 refusal, construction, and
+// the other forms of the op (in place, given up, out of place, SharedTensors).
 #define BOOST_TEST_MODULE api
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 
@@ -13,6 +15,7 @@ using zring::CompressionMethod;
 using zring::ErrorCode;
 using zring::Tensor;
 using zring::TensorMap;
+using zring::TensorViews;
 
 namespace {
 
@@ -94,6 +97,50 @@ BOOST_AUTO_TEST_CASE(in_place_gives_the_bits_of_all_reduce) {
   TensorMap copy = g;
   BOOST_TEST((at::code_of([&] { (void)three.all_reduce(std::move(copy)); }) ==
               ErrorCode::no_communicator));
+}
+
+// Out of place into the caller's memory: the bits of all_reduce, the inputs
+// left as they were, nothing written when the op is refused.
+BOOST_AUTO_TEST_CASE(out_of_place_gives_the_bits_of_all_reduce) {
+  const TensorMap g = at::gradients(0);
+  for (const std::string& text : at::methods()) {
+    BOOST_TEST_CONTEXT("method " << text) {
+      const TensorMap expected =
+          CompressedAllReduce(CompressionMethod::parse(text), 1).all_reduce(g);
+      TensorMap inputs = g;
+      TensorMap outputs;
+      TensorViews in, out;
+      for (auto& [name, tensor] : inputs) {
+        in.push_back({name, tensor.shape(), tensor.data().data()});
+        auto& o =
+            outputs.emplace(name, Tensor(std::vector<float>(tensor.numel(), -1.0f), tensor.shape()))
+                .first->second;
+        out.push_back({name, o.shape(), o.data().data()});
+      }
+      std::reverse(out.begin(), out.end());  // paired by name, not by position
+      CompressedAllReduce(CompressionMethod::parse(text), 1).all_reduce(in, out);
+      BOOST_TEST((inputs == g));
+      for (const auto& [name, tensor] : expected)
+        BOOST_TEST(same_bits(outputs.at(name).data(), tensor.data()), name);
+    }
+  }
+  CompressedAllReduce three(CompressionMethod::none(), 3);
+  std::vector<float> x(4, 2.0f), y(4, 7.0f);
+  BOOST_TEST((at::code_of([&] {
+                three.all_reduce({{"x", {4}, x.data()}}, {{"x", {4}, y.data()}});
+              }) == ErrorCode::no_communicator));
+  BOOST_TEST((y == std::vector<float>(4, 7.0f)));
+  CompressedAllReduce one(CompressionMethod::none(), 1);
+  std::string what;
+  BOOST_TEST((at::code_of(
+                  [&] {
+                    one.all_reduce({{"x", {4}, x.data()}}, {{"x", {4}, x.data()}});
+                  },
+                  &what) == ErrorCode::invalid_argument));
+  BOOST_TEST(at::mentions(what,
+                          "all_reduce: tensor 'x' has an output that shares memory with the "
+                          "input of 'x'"),
+             what);
 }
 
 BOOST_AUTO_TEST_CASE(shared_tensors_give_the_bits_of_all_reduce) {

@@ -1,5 +1,6 @@
 // test_tensor_views.cpp - lib/client/tensor_views: how all_reduce_in_place
-// checks TensorViews and puts them in fusion (name) order, without a daemon.
+// checks TensorViews and puts them in fusion (name) order, and how the
+// out-of-place all_reduce pairs its outputs with them, without a daemon.
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <string>
@@ -17,6 +18,7 @@ using zring::api_test::code_of;
 using zring::api_test::mentions;
 using zring::client::fuse_order;
 using zring::client::FusedView;
+using zring::client::outputs_for;
 
 BOOST_AUTO_TEST_SUITE(tensor_views)
 
@@ -90,6 +92,75 @@ BOOST_AUTO_TEST_CASE(a_tensor_indices_cannot_address_is_refused) {
   const TensorViews most_views = {{"most", {65535, 65537}, x.data()}};
   const std::vector<FusedView> most = fuse_order(most_views);
   BOOST_TEST(most.at(0).numel == std::size_t{65535} * 65537);
+}
+
+// An out-of-place op's outputs, paired with its inputs by name: what
+// outputs_for refuses (the message names the tensor and says why).
+std::string refusal(const TensorViews& inputs, const TensorViews& outputs) {
+  std::string what;
+  const ErrorCode code = code_of(
+      [&] { (void)outputs_for(fuse_order(inputs, "all_reduce"), outputs, "all_reduce"); }, &what);
+  BOOST_TEST((code == ErrorCode::invalid_argument), what);
+  return what;
+}
+
+BOOST_AUTO_TEST_CASE(outputs_are_paired_with_inputs_by_name) {
+  std::vector<float> a(6), b(5), oa(6), ob(5);
+  const TensorViews inputs = {{"fc.bias", {5}, b.data()}, {"conv.weight", {2, 3}, a.data()}};
+  const TensorViews outputs = {{"conv.weight", {2, 3}, oa.data()}, {"fc.bias", {5}, ob.data()}};
+  const std::vector<FusedView> fused = fuse_order(inputs, "all_reduce");
+  const std::vector<const TensorView*> paired = outputs_for(fused, outputs, "all_reduce");
+  BOOST_TEST_REQUIRE(paired.size() == 2u);
+  BOOST_TEST(paired[0] == &outputs[0]);  // conv.weight first, in fused order
+  BOOST_TEST(paired[1] == &outputs[1]);
+  // Inputs may share memory (they are only read); empty tensors need none.
+  const TensorViews same_input = {
+      {"x", {3}, a.data()}, {"y", {3}, a.data() + 1}, {"z", {0}, nullptr}};
+  const TensorViews apart = {{"x", {3}, oa.data()}, {"y", {3}, ob.data()}, {"z", {0}, nullptr}};
+  BOOST_TEST(outputs_for(fuse_order(same_input), apart, "all_reduce").size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(outputs_that_do_not_fit_their_inputs_are_refused_naming_the_tensor) {
+  std::vector<float> in(16), out(16);
+  const TensorViews inputs = {{"a", {4}, in.data()}, {"b", {2, 2}, in.data() + 4}};
+  BOOST_TEST(mentions(refusal(inputs, {{"a", {4}, out.data()}}),
+                      "all_reduce: tensor 'b' has no output of its name"));
+  BOOST_TEST(mentions(
+      refusal(inputs,
+              {{"a", {4}, out.data()}, {"b", {2, 2}, out.data() + 4}, {"c", {1}, out.data() + 8}}),
+      "tensor 'c' is an output without an input of its name"));
+  BOOST_TEST(mentions(
+      refusal(inputs,
+              {{"0", {1}, out.data() + 9}, {"a", {4}, out.data()}, {"b", {2, 2}, out.data() + 4}}),
+      "tensor '0' is an output without an input of its name"));
+  BOOST_TEST(mentions(refusal(inputs, {{"a", {4}, out.data()}, {"b", {4}, out.data() + 4}}),
+                      "tensor 'b' has an output of another shape ([4] for an input of [2, 2])"));
+  BOOST_TEST(mentions(refusal(inputs, {{"a", {4}, out.data()}, {"b", {2, 2}, nullptr}}),
+                      "tensor 'b' has no data (a null pointer)"));
+  BOOST_TEST(mentions(
+      refusal(inputs,
+              {{"a", {4}, out.data()}, {"b", {2, 2}, out.data() + 4}, {"a", {4}, out.data() + 8}}),
+      "tensor 'a' is named twice"));
+}
+
+BOOST_AUTO_TEST_CASE(outputs_that_share_memory_are_refused_naming_both) {
+  std::vector<float> in(16), out(16);
+  const TensorViews inputs = {{"a", {4}, in.data()}, {"b", {4}, in.data() + 4}};
+  // An output over its own input (in place), over another's input, over another output.
+  BOOST_TEST(mentions(refusal(inputs, {{"a", {4}, in.data()}, {"b", {4}, out.data()}}),
+                      "tensor 'a' has an output that shares memory with the input of 'a'"));
+  BOOST_TEST(mentions(refusal(inputs, {{"a", {4}, out.data()}, {"b", {4}, in.data() + 3}}),
+                      "tensor 'b' has an output that shares memory with the input of 'a'"));
+  BOOST_TEST(mentions(refusal(inputs, {{"a", {4}, out.data()}, {"b", {4}, out.data() + 3}}),
+                      "has an output that shares memory with the output of"));
+  // An input that begins inside an output reaching past it.
+  const TensorViews late = {{"a", {2}, out.data() + 2}, {"b", {4}, in.data()}};
+  BOOST_TEST(mentions(refusal(late, {{"a", {2}, in.data() + 8}, {"b", {4}, out.data()}}),
+                      "tensor 'b' has an output that shares memory with the input of 'a'"));
+  // Touching is not sharing.
+  const std::vector<const TensorView*> paired = outputs_for(
+      fuse_order(inputs), {{"a", {4}, in.data() + 8}, {"b", {4}, in.data() + 12}}, "all_reduce");
+  BOOST_TEST(paired.size() == 2u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

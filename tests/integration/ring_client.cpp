@@ -5,14 +5,15 @@
 // Connects to its zringd, and for each round all-reduces the gradients
 // make_gradients(SEED, round, rank, SIZES) (SIZES: comma separated, "-" for
 // none) and appends the result's floats to OUT (tensors in name order).
-// Round r takes form (r + SEED) % 5 of the op: all_reduce, all_reduce_in_place
+// Round r takes form (r + SEED) % 6 of the op: all_reduce, all_reduce_in_place
 // of a TensorMap, all_reduce_in_place of SharedTensors (made once, then
-// reused), of TensorViews, or all_reduce of a map given up (std::move),
-// whose result must be that map's own memory (exit 5 otherwise); all must
-// give the same bits. The SharedTensors must report zero_copy()
-// throughout: the ops of the other forms, staged or not, go through a
-// shared buffer of their own (exit 4 otherwise). On
-// an error it writes "ERROR <kind>: <message>" to OUT.err and exits 3.
+// reused), of TensorViews, all_reduce of a map given up (std::move),
+// whose result must be that map's own memory (exit 5 otherwise), or
+// all_reduce out of place into views of other memory, which must leave its
+// inputs as they were (exit 7 otherwise); all must give the same bits. The SharedTensors must
+// report zero_copy() throughout: the ops of the other forms, staged or not, go through a shared
+// buffer of their own (exit 4 otherwise). On an error it writes "ERROR <kind>: <message>" to
+// OUT.err and exits 3.
 //
 //   ring_client --talk ENDPOINT LOCAL_RANK METHOD SEED SIZES [TIMEOUT_MS [RETRIES]]
 //
@@ -267,7 +268,7 @@ int main(int argc, char** argv) {
       std::size_t bytes = 0;
       for (const auto& [name, t] : grads) bytes += t.numel() * sizeof(float);
       zring::TensorMap result;
-      switch ((round + seed) % 5) {
+      switch ((round + seed) % 6) {
         case 0:
           result = ar.all_reduce(grads);
           break;
@@ -294,6 +295,20 @@ int main(int argc, char** argv) {
                         << " are not in the memory of the map given up\n";
               return 5;
             }
+          }
+          break;
+        }
+        case 5: {  // out of place: the inputs only read, the averages into outputs of their own
+          zring::TensorMap inputs = grads;
+          result = grads;
+          for (auto& [name, t] : result) std::fill(t.data().begin(), t.data().end(), -7.0f);
+          zring::TensorViews in, outs;
+          for (auto& [name, t] : inputs) in.push_back({name, t.shape(), t.data().data()});
+          for (auto& [name, t] : result) outs.push_back({name, t.shape(), t.data().data()});
+          ar.all_reduce(in, outs);
+          if (!same_bits(inputs, grads)) {
+            std::cerr << "round " << round << ": all_reduce out of place changed its inputs\n";
+            return 7;
           }
           break;
         }
