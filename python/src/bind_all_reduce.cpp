@@ -66,20 +66,28 @@ std::function<void(const Error&)> ring_change_callback(py::object callable) {
   };
 }
 
-// New result arrays, each input copied into its own, reduced there in place.
+// New arrays for the averages, written by the op itself (out of place): a
+// C-contiguous input is read where it is, any other gathered into a
+// temporary first.
 py::dict all_reduce(AllReduceHandle& self, const py::dict& gradients) {
   const std::vector<ArrayRef> in = array_refs(gradients, "all_reduce");
   std::vector<py::array> results;
-  TensorViews views;
+  TensorViews inputs, outputs;
   results.reserve(in.size());
-  views.reserve(in.size());
   for (const ArrayRef& a : in) {
     results.push_back(new_array(a.shape));
-    views.push_back({a.name, a.shape, static_cast<float*>(results.back().mutable_data())});
+    outputs.push_back({a.name, a.shape, static_cast<float*>(results.back().mutable_data())});
+    inputs.push_back({a.name, a.shape, reinterpret_cast<float*>(a.data)});
   }
   self.run([&](CompressedAllReduce& ar) {
-    for (std::size_t i = 0; i < in.size(); ++i) copy_out(in[i], views[i].data);
-    ar.all_reduce_in_place(views);
+    std::vector<std::unique_ptr<float[]>> gathered(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      if (in[i].contiguous() || in[i].numel() == 0) continue;
+      gathered[i] = std::make_unique_for_overwrite<float[]>(in[i].numel());
+      copy_out(in[i], gathered[i].get());
+      inputs[i].data = gathered[i].get();
+    }
+    ar.all_reduce(inputs, outputs);
   });
   return result_dict(in, results);
 }
