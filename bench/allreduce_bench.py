@@ -39,6 +39,7 @@ API_TEXT = {
     "inplace": "inplace: all_reduce_in_place of a TensorMap",
     "copy": "copy: all_reduce of a TensorMap (the original API, a new map per op)",
     "given": "given: all_reduce of a TensorMap given up (std::move), averaged where it is",
+    "out": "out: all_reduce(inputs, outputs) of TensorViews, out of place into outputs made once",
 }
 
 
@@ -100,8 +101,9 @@ def parse_args(argv):
                         "(SharedTensors, which zringd reads and writes where they are), "
                         "'inplace' (all_reduce_in_place of a TensorMap), 'copy' (the "
                         "original all_reduce of a TensorMap, a new map per op), 'given' "
-                        "(all_reduce(std::move(map)): the map given up holds the averages); "
-                        "default shared,inplace,copy")
+                        "(all_reduce(std::move(map)): the map given up holds the averages), "
+                        "'out' (all_reduce(inputs, outputs) of TensorViews: out of place into "
+                        "outputs made once); default shared,inplace,copy")
     p.add_argument("--build-dir", default=os.environ.get("BUILD_DIR",
                                                          os.path.join(ROOT, "build-bench")))
     p.add_argument("--out", help="results directory (default results/<time>-<mode>)")

@@ -2,7 +2,7 @@
 //
 //   zring_allreduce_client --endpoint ipc://... --method quant:8 --rank R
 //       [--local-rank L] --plan BYTES:WARMUP:ITERS,... --out FILE
-//       [--timeout-ms T] [--api shared|inplace|copy|given] [--layout flat|resnet50]
+//       [--timeout-ms T] [--api shared|inplace|copy|given|out] [--layout flat|resnet50]
 //
 // Connects to its node's daemon exactly as a training process would
 // (CompressedAllReduce::connect) and times each all_reduce_in_place of one
@@ -12,14 +12,15 @@
 // reduced by all_reduce_in_place: the time includes handing its values to
 // zringd and the averages written back. With --api copy it is the original
 // API, `tensors = all_reduce(tensors)`: the time includes the new map; with --api given,
-// `tensors = all_reduce(std::move(tensors))`, the map given up. Like the peers' inputs, the
-// tensor is restored before each op, outside the timed region. The wire bytes of an op are the
-// growth of traffic().wire_bytes: what this rank's node sent on the ring. A size whose ops fail is
-// reported on stderr ("error at BYTES bytes: ...") and left out of the timings. --layout resnet50
-// reduces ResNet-50's 161 parameter tensors (the plan's size must be their 102,228,128 bytes)
-// instead of one tensor: the tensor-fusion check. After each size it appends "BYTES PEAK_RSS_BYTES"
-// to FILE.rss: this process's peak resident memory during that size's ops (the peak is reset before
-// each size through /proc/self/clear_refs).
+// `tensors = all_reduce(std::move(tensors))`, the map given up; with --api out,
+// `all_reduce(inputs, outputs)` of TensorViews, out of place into outputs made once. Like the
+// peers' inputs, the tensor is restored before each op, outside the timed region. The wire bytes of
+// an op are the growth of traffic().wire_bytes: what this rank's node sent on the ring. A size
+// whose ops fail is reported on stderr ("error at BYTES bytes: ...") and left out of the timings.
+// --layout resnet50 reduces ResNet-50's 161 parameter tensors (the plan's size must be their
+// 102,228,128 bytes) instead of one tensor: the tensor-fusion check. After each size it appends
+// "BYTES PEAK_RSS_BYTES" to FILE.rss: this process's peak resident memory during that size's ops
+// (the peak is reset before each size through /proc/self/clear_refs).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -81,7 +82,9 @@ std::size_t numel(const std::vector<std::size_t>& shape) {
 // reads them and writes the averages back where they are, with no copy on
 // either side. --api inplace times all_reduce_in_place of a TensorMap
 // instead, --api copy all_reduce of one (a new map each op), --api given
-// all_reduce of one given up (std::move: the same map back). Before each op
+// all_reduce of one given up (std::move: the same map back), --api out
+// all_reduce of views of it into views of another map, made once (out of
+// place: the input only read). Before each op
 // every rank restores its input and waits at a barrier (a one-float
 // all_reduce), both untimed: ops start together, as the peers' do.
 void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient,
@@ -94,13 +97,19 @@ void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient
   if (total != n)
     throw std::runtime_error("the layout holds " + std::to_string(total) + " floats, the plan " +
                              std::to_string(n));
-  zring::TensorMap work;
+  zring::TensorMap work, outputs;
+  zring::TensorViews in_views, out_views;
   zring::SharedTensors tensors;
   if (shared) {
     tensors = ar.make_shared_tensors(shapes);
   } else {
     for (const auto& [name, shape] : shapes)
       work.emplace(name, zring::Tensor(std::vector<float>(numel(shape)), shape));
+  }
+  if (api == "out") {
+    outputs = work;
+    for (auto& [name, t] : work) in_views.push_back({name, t.shape(), t.data().data()});
+    for (auto& [name, t] : outputs) out_views.push_back({name, t.shape(), t.data().data()});
   }
   auto restore = [&] {
     if (shared) {
@@ -121,6 +130,8 @@ void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient
       ar.all_reduce_in_place(work);
     else if (api == "given")
       work = ar.all_reduce(std::move(work));  // the map given up: averaged where it is
+    else if (api == "out")
+      ar.all_reduce(in_views, out_views);  // out of place: work only read
     else
       work = ar.all_reduce(work);  // copy: the original API, a new map each op
   };
@@ -128,11 +139,12 @@ void run_step(zring::CompressedAllReduce& ar, const std::vector<float>& gradient
   // it is: a copy of it here would compete for the cores with the ranks
   // whose op is still running (the shared path copies nothing either).
   std::vector<float> fused(shared || work.size() == 1 ? 0 : n);
+  const zring::TensorMap& averages = api == "out" ? outputs : work;
   auto result = [&]() -> const float* {
     if (shared) return tensors.values().data();
-    if (work.size() == 1) return work.begin()->second.data().data();
+    if (averages.size() == 1) return averages.begin()->second.data().data();
     std::size_t at = 0;
-    for (const auto& [name, t] : work) {
+    for (const auto& [name, t] : averages) {
       std::copy(t.data().begin(), t.data().end(), fused.begin() + static_cast<std::ptrdiff_t>(at));
       at += t.numel();
     }
@@ -171,8 +183,8 @@ int main(int argc, char** argv) {
       throw std::runtime_error("--layout is flat or resnet50, not " + layout);
     std::string api = args.get("api", "shared");
     if (api == "tensors") api = "inplace";  // the name of earlier runs
-    if (api != "shared" && api != "inplace" && api != "copy" && api != "given")
-      throw std::runtime_error("--api is shared, inplace, copy or given, not " + api);
+    if (api != "shared" && api != "inplace" && api != "copy" && api != "given" && api != "out")
+      throw std::runtime_error("--api is shared, inplace, copy, given or out, not " + api);
     zring::ConnectOptions options;
     options.local_rank = static_cast<std::size_t>(args.get_int("local-rank", 0));
     options.timeout = std::chrono::milliseconds(args.get_int("timeout-ms", 120000));
