@@ -394,8 +394,11 @@ class DistributedOptimizer:
         with torch.no_grad():
             for name, p, slot in self._slots:
                 g = p.grad
-                if g is not None and _same_memory(g, slot):
-                    continue  # backward accumulated into the slot: nothing to copy
+                # Backward accumulated into the slot (the tensor itself, as
+                # after the first step, or a view of the same memory):
+                # nothing to copy.
+                if g is slot or (g is not None and _same_memory(g, slot)):
+                    continue
                 if g is None:
                     slot.zero_()
                 elif g.is_sparse:
@@ -403,12 +406,12 @@ class DistributedOptimizer:
                                                     "has a sparse gradient; zring reduces dense ones")
                 else:
                     slot.copy_(g)  # replaced meanwhile, or on another device
-                if p.device.type == "cpu":
+                if p.is_cpu:
                     p.grad = slot
         self.allreduce.all_reduce_in_place(self.shared)
         with torch.no_grad():
             for name, p, slot in self._slots:
-                if p.device.type == "cpu":
+                if p.is_cpu:
                     continue
                 if p.grad is None:
                     p.grad = slot.to(p.device)
