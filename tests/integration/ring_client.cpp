@@ -29,7 +29,9 @@
 // of the first tensor alone ("small"); "world" answers "world W rank R"
 // (the ring of the last op); "inplace N FILE" is "round" through
 // all_reduce_in_place of a TensorMap, and also checks that a failed op left
-// the values as they were (else "error KIND changed: ..."); "changes"
+// the values as they were (else "error KIND changed: ..."); "outof N FILE"
+// is "round" through all_reduce(inputs, outputs) of TensorViews, and checks
+// that the inputs stay as they were, whether the op fails or not; "changes"
 // answers "changes C", how many ops met a change of the ring and ran again
 // (RETRIES: ConnectOptions::ring_change_retries); "quit" ends it. The test that
 // drives it decides when the ranks move on, as a training loop would.
@@ -197,6 +199,21 @@ int talk(int argc, char** argv) {
             throw zring::Error(e.code(), std::string("changed: ") + e.what());
           throw;
         }
+      } else if (verb == "outof") {
+        zring::TensorMap inputs = grads;
+        result = grads;
+        zring::TensorViews in, outs;
+        for (auto& [name, t] : inputs) in.push_back({name, t.shape(), t.data().data()});
+        for (auto& [name, t] : result) outs.push_back({name, t.shape(), t.data().data()});
+        try {
+          ar.all_reduce(in, outs);
+        } catch (const zring::Error& e) {
+          if (!same_bits(inputs, grads))
+            throw zring::Error(e.code(), std::string("changed: ") + e.what());
+          throw;
+        }
+        if (!same_bits(inputs, grads))
+          throw zring::Error(zring::ErrorCode::internal, "changed: the inputs of an op that went");
       } else {
         result = ar.all_reduce(grads);
       }

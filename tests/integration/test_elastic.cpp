@@ -251,17 +251,19 @@ std::size_t world_of(Clients& clients, std::size_t n) {
   return std::stoul(world.substr(6));
 }
 
-// Round 1 through all_reduce_in_place on nodes 0, 1, 2, with node 2's
-// zringd killed part-way through (at 40% of round 0's time, so the death
-// most often lands in the op's data phase, whatever the machine's speed);
-// the answers of nodes 0 and 1, and the ranks of the ring that ran each.
+// Round 1 through all_reduce_in_place (or `verb`: ring_client's "outof",
+// out of place) on nodes 0, 1, 2, with node 2's zringd killed part-way
+// through (at 40% of round 0's time, so the death most often lands in the
+// op's data phase, whatever the machine's speed); the answers of nodes 0
+// and 1, and the ranks of the ring that ran each.
 std::vector<std::string> round_with_a_death(LocalRing& ring, Clients& clients,
-                                            std::vector<std::size_t>* worlds) {
+                                            std::vector<std::size_t>* worlds,
+                                            const std::string& verb = "inplace") {
   const auto began = Clock::now();
-  BOOST_TEST_REQUIRE(all_ok(clients.round(0, {0, 1, 2}, "inplace")));
+  BOOST_TEST_REQUIRE(all_ok(clients.round(0, {0, 1, 2}, verb)));
   const auto round_time = Clock::now() - began;
   check_round(clients, 0, {0, 1, 2});
-  clients.send(1, {0, 1, 2}, "inplace");
+  clients.send(1, {0, 1, 2}, verb);
   std::this_thread::sleep_for(round_time * 4 / 10);
   ring.daemon(2).kill();
   std::vector<std::string> answers = clients.answers({0, 1});
@@ -327,6 +329,23 @@ BOOST_AUTO_TEST_CASE(with_retries_an_op_a_death_meets_runs_again_on_the_ring_wit
                                << " (1: the client submitted it again)");
   }
   // The ring goes on without node 2.
+  std::string failed;
+  const auto good = first_good_round(clients, {0, 1}, 2, kGoesOnWithin, &failed);
+  BOOST_TEST_REQUIRE(good.has_value(), "no round worked on nodes 0, 1:" << failed);
+  check_round(clients, *good, {0, 1});
+}
+
+// The same for an op out of place (all_reduce(inputs, outputs)): the retry
+// runs from the inputs, which no attempt writes.
+BOOST_AUTO_TEST_CASE(with_retries_an_out_of_place_op_a_death_meets_runs_again_from_its_inputs) {
+  LocalRing ring(options(3));
+  ring.start_all();
+  ring.wait_up();
+  Clients clients(ring, 3, {7, 4u << 20}, 3);
+  std::vector<std::size_t> worlds;
+  const std::vector<std::string> answers = round_with_a_death(ring, clients, &worlds, "outof");
+  BOOST_TEST_MESSAGE("out of place, with retries:" << joined(answers));
+  check_outcome(clients, answers, worlds, {"error timeout "});
   std::string failed;
   const auto good = first_good_round(clients, {0, 1}, 2, kGoesOnWithin, &failed);
   BOOST_TEST_REQUIRE(good.has_value(), "no round worked on nodes 0, 1:" << failed);
