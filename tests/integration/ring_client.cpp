@@ -10,7 +10,8 @@
 // reused), of TensorViews, all_reduce of a map given up (std::move),
 // whose result must be that map's own memory (exit 5 otherwise), or
 // all_reduce out of place into views of other memory, which must leave its
-// inputs as they were (exit 7 otherwise); all must give the same bits. The SharedTensors must
+// inputs as they were (an error "changed: ..." otherwise); all must give
+// the same bits. The SharedTensors must
 // report zero_copy() throughout: the ops of the other forms, staged or not, go through a shared
 // buffer of their own (exit 4 otherwise). On an error it writes "ERROR <kind>: <message>" to
 // OUT.err and exits 3.
@@ -88,6 +89,31 @@ bool same_bits(const zring::TensorMap& a, const zring::TensorMap& b) {
     if (std::memcmp(t.data().data(), other.data(), t.numel() * sizeof(float)) != 0) return false;
   }
   return true;
+}
+
+// all_reduce(inputs, outputs) of views of a copy of grads into views of a
+// map of -7s (a value it leaves unwritten shows); zring::Error "changed:
+// ..." when the inputs are not as they were afterwards, whether the op went
+// through or failed.
+zring::TensorMap reduce_out_of_place(zring::CompressedAllReduce& ar,
+                                     const zring::TensorMap& grads) {
+  zring::TensorMap inputs = grads;
+  zring::TensorMap result = grads;
+  for (auto& [name, t] : result) std::fill(t.data().begin(), t.data().end(), -7.0f);
+  zring::TensorViews in, outs;
+  for (auto& [name, t] : inputs) in.push_back({name, t.shape(), t.data().data()});
+  for (auto& [name, t] : result) outs.push_back({name, t.shape(), t.data().data()});
+  try {
+    ar.all_reduce(in, outs);
+  } catch (const zring::Error& e) {
+    if (!same_bits(inputs, grads))
+      throw zring::Error(e.code(), std::string("changed: ") + e.what());
+    throw;
+  }
+  if (!same_bits(inputs, grads))
+    throw zring::Error(zring::ErrorCode::internal,
+                       "changed: all_reduce out of place wrote its inputs");
+  return result;
 }
 
 void write_result(const zring::TensorMap& result, std::ostream& out) {
@@ -200,20 +226,7 @@ int talk(int argc, char** argv) {
           throw;
         }
       } else if (verb == "outof") {
-        zring::TensorMap inputs = grads;
-        result = grads;
-        zring::TensorViews in, outs;
-        for (auto& [name, t] : inputs) in.push_back({name, t.shape(), t.data().data()});
-        for (auto& [name, t] : result) outs.push_back({name, t.shape(), t.data().data()});
-        try {
-          ar.all_reduce(in, outs);
-        } catch (const zring::Error& e) {
-          if (!same_bits(inputs, grads))
-            throw zring::Error(e.code(), std::string("changed: ") + e.what());
-          throw;
-        }
-        if (!same_bits(inputs, grads))
-          throw zring::Error(zring::ErrorCode::internal, "changed: the inputs of an op that went");
+        result = reduce_out_of_place(ar, grads);
       } else {
         result = ar.all_reduce(grads);
       }
@@ -315,20 +328,9 @@ int main(int argc, char** argv) {
           }
           break;
         }
-        case 5: {  // out of place: the inputs only read, the averages into outputs of their own
-          zring::TensorMap inputs = grads;
-          result = grads;
-          for (auto& [name, t] : result) std::fill(t.data().begin(), t.data().end(), -7.0f);
-          zring::TensorViews in, outs;
-          for (auto& [name, t] : inputs) in.push_back({name, t.shape(), t.data().data()});
-          for (auto& [name, t] : result) outs.push_back({name, t.shape(), t.data().data()});
-          ar.all_reduce(in, outs);
-          if (!same_bits(inputs, grads)) {
-            std::cerr << "round " << round << ": all_reduce out of place changed its inputs\n";
-            return 7;
-          }
+        case 5:  // out of place: the inputs only read, the averages into outputs of their own
+          result = reduce_out_of_place(ar, grads);
           break;
-        }
         default:
           if (!shared) {
             zring::TensorShapes shapes;
