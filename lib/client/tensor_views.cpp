@@ -7,6 +7,8 @@
 #include <string>
 #include <zring/error.hpp>
 
+#include "collective/manifest.hpp"
+
 namespace zring::client {
 namespace {
 
@@ -24,12 +26,6 @@ std::size_t checked_numel(const TensorView& v, const char* op) {
     n *= extent;
   }
   return n;
-}
-
-std::string shape_text(const std::vector<std::size_t>& shape) {
-  std::string text = "[";
-  for (std::size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
-  return text + "]";
 }
 
 }  // namespace
@@ -69,8 +65,8 @@ std::vector<const TensorView*> outputs_for(const std::vector<FusedView>& fused,
       throw bad(op, in.view->name, "has no output of its name");
     if (out[o].view->shape != in.view->shape)
       throw bad(op, in.view->name,
-                "has an output of another shape (" + shape_text(out[o].view->shape) +
-                    " for an input of " + shape_text(in.view->shape) + ")");
+                "has an output of another shape (" + collective::shape_text(out[o].view->shape) +
+                    " for an input of " + collective::shape_text(in.view->shape) + ")");
     paired.push_back(out[o++].view);
   }
   if (o < out.size()) throw bad(op, out[o].view->name, "is an output without an input of its name");
@@ -119,6 +115,14 @@ std::vector<const TensorView*> outputs_for(const std::vector<FusedView>& fused,
     }
   }
   return paired;
+}
+
+TensorMap map_of(const std::vector<FusedView>& fused) {
+  TensorMap copy;
+  for (const FusedView& f : fused)
+    copy.emplace(f.view->name,
+                 Tensor(std::vector<float>(f.view->data, f.view->data + f.numel), f.view->shape));
+  return copy;
 }
 
 TensorShapes shapes_of(const std::vector<FusedView>& fused) {

@@ -3,13 +3,13 @@
 #include <algorithm>
 
 namespace zring::collective {
-namespace {
-
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
   std::string text = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? "x" : "") + std::to_string(shape[i]);
   return text + "]";
 }
+
+namespace {
 
 std::string op_text(const Manifest& m) {
   return m.kind == OpKind::broadcast ? "a broadcast from rank " + std::to_string(m.root)

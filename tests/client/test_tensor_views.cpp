@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(outputs_that_do_not_fit_their_inputs_are_refused_naming_the
               {{"0", {1}, out.data() + 9}, {"a", {4}, out.data()}, {"b", {2, 2}, out.data() + 4}}),
       "tensor '0' is an output without an input of its name"));
   BOOST_TEST(mentions(refusal(inputs, {{"a", {4}, out.data()}, {"b", {4}, out.data() + 4}}),
-                      "tensor 'b' has an output of another shape ([4] for an input of [2, 2])"));
+                      "tensor 'b' has an output of another shape ([4] for an input of [2x2])"));
   BOOST_TEST(mentions(refusal(inputs, {{"a", {4}, out.data()}, {"b", {2, 2}, nullptr}}),
                       "tensor 'b' has no data (a null pointer)"));
   BOOST_TEST(mentions(
