@@ -30,10 +30,7 @@ class CompressedAllReduce::Impl {
   // stages them through its shared buffer.
   virtual void all_reduce_in_place(const TensorViews& views) {
     const std::vector<client::FusedView> fused = client::fuse_order(views);
-    TensorMap copy;
-    for (const client::FusedView& f : fused)
-      copy.emplace(f.view->name,
-                   Tensor(std::vector<float>(f.view->data, f.view->data + f.numel), f.view->shape));
+    TensorMap copy = client::map_of(fused);
     all_reduce_in_place(copy);
     for (const client::FusedView& f : fused)
       std::copy(copy.at(f.view->name).data().begin(), copy.at(f.view->name).data().end(),
@@ -45,11 +42,7 @@ class CompressedAllReduce::Impl {
   virtual void all_reduce(const TensorViews& inputs, const TensorViews& outputs) {
     const std::vector<client::FusedView> fused = client::fuse_order(inputs, "all_reduce");
     const std::vector<const TensorView*> out = client::outputs_for(fused, outputs, "all_reduce");
-    TensorMap copy;
-    for (const client::FusedView& f : fused)
-      copy.emplace(f.view->name,
-                   Tensor(std::vector<float>(f.view->data, f.view->data + f.numel), f.view->shape));
-    const TensorMap averaged = all_reduce(copy);
+    const TensorMap averaged = all_reduce(client::map_of(fused));
     for (std::size_t i = 0; i < fused.size(); ++i) {
       const std::vector<float>& values = averaged.at(fused[i].view->name).data();
       std::copy(values.begin(), values.end(), out[i]->data);

@@ -31,6 +31,9 @@ std::vector<FusedView> fuse_order(const TensorViews& views, const char* op = "al
 std::vector<const TensorView*> outputs_for(const std::vector<FusedView>& fused,
                                            const TensorViews& outputs, const char* op);
 
+// A TensorMap copy of the views' values (the standalone object's way).
+TensorMap map_of(const std::vector<FusedView>& fused);
+
 // The shapes of the views, for a manifest.
 TensorShapes shapes_of(const std::vector<FusedView>& fused);
 
