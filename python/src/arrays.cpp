@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <zring/error.hpp>
@@ -224,6 +225,13 @@ void copy_out(const ArrayRef& a, float* out) {
     for (std::size_t i = 0; i < n; ++i, at += sizeof(float))
       std::memcpy(at, row + static_cast<std::ptrdiff_t>(i) * stride, sizeof(float));
   });
+}
+
+float* contiguous_values(const ArrayRef& a, std::unique_ptr<float[]>& room) {
+  if (a.contiguous() || a.numel() == 0) return reinterpret_cast<float*>(a.data);
+  room = std::make_unique_for_overwrite<float[]>(a.numel());
+  copy_out(a, room.get());
+  return room.get();
 }
 
 void copy_in(const float* in, const ArrayRef& a) {

@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 #include <zring/tensor.hpp>
@@ -50,6 +51,10 @@ std::vector<ArrayRef> array_refs(const pybind11::dict& tensors, const char* op);
 // torch.Size) or one int; invalid_argument naming the tensor otherwise.
 std::vector<std::size_t> shape_from(const pybind11::handle& shape, const std::string& name,
                                     const char* op);
+
+// a's values as one C-contiguous run of floats: its own memory when they
+// are one (or there are none), else gathered into `room`, made here. No GIL.
+float* contiguous_values(const ArrayRef& a, std::unique_ptr<float[]>& room);
 
 // The values of `a` in row-major order into out (a.numel() floats). No GIL.
 void copy_out(const ArrayRef& a, float* out);

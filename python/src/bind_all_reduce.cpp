@@ -77,16 +77,12 @@ py::dict all_reduce(AllReduceHandle& self, const py::dict& gradients) {
   for (const ArrayRef& a : in) {
     results.push_back(new_array(a.shape));
     outputs.push_back({a.name, a.shape, static_cast<float*>(results.back().mutable_data())});
-    inputs.push_back({a.name, a.shape, reinterpret_cast<float*>(a.data)});
+    inputs.push_back({a.name, a.shape, nullptr});  // contiguous_values, below
   }
   self.run([&](CompressedAllReduce& ar) {
     std::vector<std::unique_ptr<float[]>> gathered(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      if (in[i].contiguous() || in[i].numel() == 0) continue;
-      gathered[i] = std::make_unique_for_overwrite<float[]>(in[i].numel());
-      copy_out(in[i], gathered[i].get());
-      inputs[i].data = gathered[i].get();
-    }
+    for (std::size_t i = 0; i < in.size(); ++i)
+      inputs[i].data = contiguous_values(in[i], gathered[i]);
     ar.all_reduce(inputs, outputs);
   });
   return result_dict(in, results);

@@ -122,16 +122,9 @@ void InPlaceDict::over_views(Op&& op) const {
   TensorViews views;
   views.reserve(arrays_.size());
   std::vector<std::unique_ptr<float[]>> gathered(arrays_.size());
-  for (std::size_t i = 0; i < arrays_.size(); ++i) {
-    const ArrayRef& a = arrays_[i];
-    float* data = reinterpret_cast<float*>(a.data);
-    if (!a.contiguous() && a.numel() != 0) {
-      gathered[i] = std::make_unique_for_overwrite<float[]>(a.numel());
-      copy_out(a, gathered[i].get());
-      data = gathered[i].get();
-    }
-    views.push_back({a.name, a.shape, data});
-  }
+  for (std::size_t i = 0; i < arrays_.size(); ++i)
+    views.push_back(
+        {arrays_[i].name, arrays_[i].shape, contiguous_values(arrays_[i], gathered[i])});
   op(views);
   for (std::size_t i = 0; i < arrays_.size(); ++i)
     if (gathered[i]) copy_in(gathered[i].get(), arrays_[i]);
