@@ -96,7 +96,8 @@ void IpcServer::on_submit(const std::string& client, const wire::Submit& submit,
     send_error(client, submit.request, e.code(), e.what());
     return;
   }
-  if (const std::optional<std::string> why = block_stats_refusal(submit, r.method)) {
+  if (const std::optional<std::string> why =
+          block_stats_refusal(submit, r.method, config_.nodes.size())) {
     send_error(client, submit.request, ErrorCode::malformed_message, *why);
     return;
   }

@@ -5,9 +5,9 @@
 namespace zring::daemon {
 
 std::optional<std::string> block_stats_refusal(const wire::Submit& submit,
-                                               const CompressionMethod& method) {
+                                               const CompressionMethod& method, std::size_t nodes) {
   if (submit.block_stats.empty()) return std::nullopt;
-  const std::size_t expected = collective::client_block_stats(submit.manifest, method);
+  const std::size_t expected = collective::client_block_stats(submit.manifest, method, nodes);
   if (submit.block_stats.size() == expected) return std::nullopt;
   return "a staged op of " + std::to_string(submit.manifest.elements()) + " elements in " +
          std::to_string(submit.manifest.tensors.size()) + " tensors with method " +

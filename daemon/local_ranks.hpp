@@ -58,9 +58,10 @@ struct Request {
 
 // Why a submission's block statistics (wire::Submit::block_stats) cannot be
 // taken: not as many as its manifest and method have blocks for
-// (collective::client_block_stats); nothing when they can, or there are none.
+// (collective::client_block_stats, on a ring file of `nodes` nodes);
+// nothing when they can, or there are none.
 std::optional<std::string> block_stats_refusal(const wire::Submit& submit,
-                                               const CompressionMethod& method);
+                                               const CompressionMethod& method, std::size_t nodes);
 
 // An error answer to a client's request.
 struct Refusal {

@@ -318,7 +318,8 @@ void RingWorker::execute(OpJob& job) {
   std::optional<transport::RegionStaging> staging;
   if (!input.failure && !job.staged.empty()) {
     staging.emplace(job.staged, job.staged_who,
-                    collective::StagingOrder(elements, config_.nodes.size(), config_.self_index),
+                    collective::staging_order(input.manifest, input.method, config_.nodes.size(),
+                                              config_.self_index),
                     config_.timeout, r.ring.nodes(), r.ring.node());
     input.staging = &*staging;
   }

@@ -255,20 +255,32 @@ class Connected final : public CompressedAllReduce::Impl {
     const std::size_t elements = request.manifest.elements();
     const std::size_t bytes = elements * sizeof(float);
     // Staged in the segments of the ring file's full ring, as zringd reads them.
-    const collective::StagingOrder order(elements, listed_world_ / local_ranks_,
-                                         listed_rank_ / local_ranks_);
+    const collective::StagingOrder order = collective::staging_order(
+        request.manifest, method_, listed_world_ / local_ranks_, listed_rank_ / local_ranks_);
     // With retries, an in-place op's values stay the inputs until it is done
     // (the copy form's results are memory of their own).
     const bool in_place = !ios.empty() && ios.front().out == ios.front().in;
     const bool keep_inputs = options_.ring_change_retries != 0 && in_place;
+    // Staged in waves (one local rank), each block's statistics go with its
+    // values, after them in the buffer (StagedTransfer::stage).
+    const std::size_t stats_floats = order.waves() > 1 && local_ranks_ == 1
+                                         ? collective::block_stats_count(request.manifest, method_)
+                                         : 0;
+    const std::unique_ptr<codec::Codec> stats_codec =
+        stats_floats ? codec::make_codec(method_.base()) : nullptr;
+    // (A buffer for them is made to measure: rounded up to a power of two,
+    // as others are for the ops to come, a 64 MiB op's would take 128 MiB.)
+    const std::size_t room =
+        stats_floats ? (transport::stats_area(elements) + stats_floats) * sizeof(float) : bytes;
     Attempts attempts(*this);
     for (;;) {
-      if (!ops_buffer_.region() || ops_buffer_.region()->size() < bytes)
-        attach(ops_buffer_, bytes, true);
+      if (!ops_buffer_.region() || ops_buffer_.region()->size() < room)
+        attach(ops_buffer_, room, stats_floats == 0);
       transport::SharedRegion& region = *ops_buffer_.region();
       transport::StagingBoard& board = transport::board_of(region);
-      board.reset();
-      StagedTransfer transfer(ios, reinterpret_cast<float*>(region.data()), board, order);
+      board.reset(stats_floats);
+      StagedTransfer transfer(ios, reinterpret_cast<float*>(region.data()), board, order,
+                              dynamic_cast<const codec::AffineCodec*>(stats_codec.get()));
       const std::uint64_t id = channel_.send_request(request, std::nullopt);
       transfer.stage();
       fault_in(ios);
@@ -298,7 +310,8 @@ class Connected final : public CompressedAllReduce::Impl {
   std::vector<float> block_stats(const std::vector<TensorIo>& ios,
                                  const wire::Manifest& manifest) const {
     if (local_ranks_ != 1) return {};
-    const std::size_t count = collective::client_block_stats(manifest, method_);
+    const std::size_t count =
+        collective::client_block_stats(manifest, method_, listed_world_ / local_ranks_);
     if (count == 0) return {};
     const auto codec = codec::make_codec(method_.base());
     const auto& affine = dynamic_cast<const codec::AffineCodec&>(*codec);

@@ -22,23 +22,31 @@ std::vector<TensorIo>::const_iterator tensor_at(const std::vector<TensorIo>& ten
 }  // namespace
 
 StagedTransfer::StagedTransfer(std::vector<TensorIo>& tensors, float* buffer,
-                               transport::StagingBoard& board, collective::StagingOrder order)
+                               transport::StagingBoard& board, collective::StagingOrder order,
+                               const codec::AffineCodec* stats)
     : tensors_(tensors),
       buffer_(buffer),
       board_(board),
-      order_(order),
-      taken_(order.segments(), 0),
-      remaining_(order.elements()) {
-  for (TensorIo& t : tensors_)
+      order_(std::move(order)),
+      stats_(stats),
+      taken_(order_.segments(), 0),
+      remaining_(order_.elements()) {
+  std::size_t blocks = 0;
+  for (TensorIo& t : tensors_) {
     if (t.result) t.result->clear();
+    if (!stats_) continue;
+    first_block_.push_back(blocks);
+    blocks += (t.numel + codec::kBlockElems - 1) / codec::kBlockElems;
+  }
 }
 
 void StagedTransfer::stage() {
   std::size_t position = 0;
-  for (std::size_t k = 0; k < order_.segments(); ++k) {
-    const std::size_t s = order_.segment_at(k);
-    const std::size_t end = order_.end(s);
-    for (std::size_t at = order_.begin(s); at < end;) {
+  for (std::size_t k = 0; k < order_.pieces(); ++k) {
+    const collective::StagingOrder::Piece piece = order_.piece(k);
+    const std::size_t end = piece.end;
+    std::size_t with_stats = piece.begin;  // blocks before it have theirs
+    for (std::size_t at = piece.begin; at < end;) {
       const std::size_t piece_end = std::min(end, at + kPieceElems);
       const std::size_t from = at;
       for (auto t = tensor_at(tensors_, at); at < piece_end; ++t) {
@@ -48,10 +56,38 @@ void StagedTransfer::stage() {
         copy(buffer_ + at, t->in + lo, n);
         at += n;
       }
+      if (stats_) with_stats = take_stats(with_stats, at);
       position += at - from;
       board_.stage(position);
     }
+    // A wave's pieces are all in, their statistics with them (a piece
+    // ends where a block begins).
+    if (stats_ && k % order_.segments() == order_.segments() - 1) {
+      board_.stats_waves.store(static_cast<std::uint32_t>(piece.wave + 1),
+                               std::memory_order_release);
+      board_.stage(position);  // wakes zringd
+    }
   }
+}
+
+// The statistics of the blocks from `from` (a block's start) that end by
+// `to`, into the buffer's statistics area; returns where the next block
+// starts. The values were just copied: they are read from the cache.
+std::size_t StagedTransfer::take_stats(std::size_t from, std::size_t to) {
+  float* area = buffer_ + transport::stats_area(order_.elements());
+  const std::size_t spb = stats_->stats_per_block();
+  for (auto t = tensor_at(tensors_, from); from < to && t != tensors_.end(); ++t) {
+    const std::size_t tensor_end = t->offset + t->numel;
+    while (from < tensor_end) {
+      const std::size_t j = (from - t->offset) / codec::kBlockElems;
+      const std::size_t block_end = std::min(tensor_end, from + codec::kBlockElems);
+      if (block_end > to) return from;
+      const std::size_t index = first_block_[static_cast<std::size_t>(t - tensors_.begin())] + j;
+      stats_->block_stats(t->in + (from - t->offset), block_end - from, area + index * spb);
+      from = block_end;
+    }
+  }
+  return from;
 }
 
 // A large op's copies stream past the cache: its values are read once

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "codec/codec.hpp"
 #include "collective/staging.hpp"
 #include "transport/staging_board.hpp"
 
@@ -36,11 +37,16 @@ class StagedTransfer {
  public:
   // tensors ordered by offset, covering order.elements() values; buffer
   // holds as many floats and board is its progress board. Results are
-  // emptied: every attempt appends from the start.
+  // emptied: every attempt appends from the start. With stats (an order in
+  // waves), the buffer also has room for every block's statistics at
+  // transport::stats_area.
   StagedTransfer(std::vector<TensorIo>& tensors, float* buffer, transport::StagingBoard& board,
-                 collective::StagingOrder order);
+                 collective::StagingOrder order, const codec::AffineCodec* stats = nullptr);
 
-  // Copies every value in, piece by piece, telling zringd after each one.
+  // Copies every value in, piece by piece, telling zringd after each one;
+  // with stats, also each block's statistics, taken from the values just
+  // copied (still in the cache), and the board's stats_waves after each
+  // wave.
   void stage();
   // Copies out what zringd published since the last call.
   void take_published();
@@ -62,11 +68,14 @@ class StagedTransfer {
   void copy_out(std::size_t begin, std::size_t end);
   void copy_out(std::vector<float>& result, std::size_t lo, const float* from, std::size_t n);
   void copy(float* to, const float* from, std::size_t n) const;
+  std::size_t take_stats(std::size_t from, std::size_t to);
   std::vector<TensorIo>& tensors_;
   float* buffer_;
   transport::StagingBoard& board_;
   collective::StagingOrder order_;
-  std::vector<std::size_t> taken_;  // per segment: elements copied out from its start
+  const codec::AffineCodec* stats_;
+  std::vector<std::size_t> first_block_;  // with stats: per tensor, its first block's index
+  std::vector<std::size_t> taken_;        // per segment: elements copied out from its start
   std::size_t remaining_;
   std::uint32_t seen_ = 0;  // published_seq when take_published last looked
 };

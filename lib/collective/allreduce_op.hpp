@@ -103,10 +103,29 @@ OpOutput run_allreduce(RingLink& link, const OpContext& context, const OpInput& 
 // "ranks 2-3 (node b)" for the ranks of node `node`.
 std::string ranks_of(const RingLink& link, std::size_t node, std::size_t local_ranks);
 
+// How many block statistics an all-reduce of this manifest has: for an
+// affine method (quantization, sign) without error feedback,
+// stats_per_block for each block of codec::kBlockElems of every tensor; 0
+// for any other op.
+std::size_t block_stats_count(const Manifest& manifest, const CompressionMethod& method);
+
 // How many block statistics a client hands over with a staged all-reduce of
-// this manifest (wire::Submit::block_stats): those of an affine method
-// (quantization, sign) without error feedback, stats_per_block for each
-// block of codec::kBlockElems of every tensor; 0 for any other op.
-std::size_t client_block_stats(const Manifest& manifest, const CompressionMethod& method);
+// this manifest (wire::Submit::block_stats) on a ring file of `nodes`
+// nodes: block_stats_count of them, unless its values are staged in waves
+// (then it leaves them in the shared buffer as it copies each block in, a
+// wave at a time: transport::stats_area).
+std::size_t client_block_stats(const Manifest& manifest, const CompressionMethod& method,
+                               std::size_t nodes);
+
+// The order in which node `node` of a ring of `nodes` has a staged op's
+// values copied in (StagingOrder), the client and zringd alike: in waves,
+// cut on statistics blocks, for an all-reduce of an affine method without
+// error feedback of at least kWaveElems values on two nodes or more (its
+// statistics then travel a wave at a time, plan_affine.cpp); otherwise
+// segment after segment.
+inline constexpr std::size_t kWaveElems = std::size_t{1} << 21;  // 8 MiB of values
+inline constexpr std::size_t kStagingWaves = 8;
+StagingOrder staging_order(const Manifest& manifest, const CompressionMethod& method,
+                           std::size_t nodes, std::size_t node);
 
 }  // namespace zring::collective

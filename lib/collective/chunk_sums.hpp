@@ -87,11 +87,7 @@ struct ChunkSums {
   // Whether the op takes the direct schedule (ring_allreduce.cpp says why
   // only these do).
   [[nodiscard]] bool direct() const {
-    if constexpr (Lane::kRounds) {
-      return false;
-    } else {
-      return nodes >= 3 && lanes[nodes].wire_bytes(geometry.elements()) <= options.direct_bytes;
-    }
+    return takes_direct_schedule(lanes[nodes], geometry.elements(), nodes, options);
   }
 
   // With staging: this node's values of `segment` up to element `end` are

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "collective/plan.hpp"
 #include "collective/ring_allreduce.hpp"
 #include "collective/staging.hpp"
+#include "collective/stats_waves.hpp"
 
 namespace zring::collective {
 namespace {
@@ -80,10 +82,7 @@ void average_codes(const std::uint32_t* sums, std::size_t n, double offset, doub
   average_codes_plain(sums, n, offset, step, out);
 }
 
-struct Block {
-  std::size_t begin;
-  std::size_t size;
-};
+using Block = StatsWaves::Block;
 
 class AffinePlan final : public MethodPlan {
  public:
@@ -91,7 +90,8 @@ class AffinePlan final : public MethodPlan {
       : in_(in),
         owned_(codec::make_codec(in.input.method.base())),
         codec_(dynamic_cast<const codec::AffineCodec&>(*owned_)),
-        spb_(codec_.stats_per_block()) {
+        spb_(codec_.stats_per_block()),
+        order_(staging_order(in.input.manifest, in.input.method, in.link.nodes(), in.link.node())) {
     for (std::size_t t = 0; t < in.tensors(); ++t) {
       for (std::size_t b = in.offsets[t]; b < in.offsets[t + 1]; b += codec::kBlockElems)
         blocks_.push_back({b, std::min(codec::kBlockElems, in.offsets[t + 1] - b)});
@@ -99,6 +99,23 @@ class AffinePlan final : public MethodPlan {
     gather_ = GatheredValues(
         gathers(in.op.local_ranks * in.elements() * sizeof(float), in.link.nodes(), in.op.ring),
         in.link.nodes());
+    // Statistics in waves where the values are staged in waves and the
+    // ring's schedule runs (not the small op's gather, nor the direct
+    // schedule, which take every node's values or codes at once).
+    if (order_.waves() > 1 && !gather_.on() && !in.feedback() &&
+        !takes_direct_schedule(code_lane(in.op.local_ranks).carrying(in.link.nodes()),
+                               in.elements(), in.link.nodes(), in.op.ring)) {
+      const bool streamed = in.input.staging && streams_input();
+      waves_.emplace(in, codec_, blocks_, order_, streamed);
+    }
+  }
+
+  // The lane of `ranks` local ranks' code sums (ring_allreduce's CodeLane).
+  CodeLane code_lane(std::size_t ranks) const {
+    CodeLane lane;
+    lane.node_max = static_cast<std::uint64_t>(codec_.max_code()) * ranks;
+    lane.bits = bits_for(lane.node_max * in_.link.nodes());
+    return lane;
   }
 
   // A small op: the codes need the grid, which needs every node's
@@ -116,6 +133,10 @@ class AffinePlan final : public MethodPlan {
   }
 
   void prepare(NodeSummary& summary) override {
+    if (waves_) {  // the summary carries wave 0; the others follow (StatsWaves::poll)
+      waves_->own_stats(0, summary.stats);
+      return;
+    }
     summary.stats.assign(blocks_.size() * spb_, 0.0f);
     // The client's own (the daemon checked their count): the summary goes
     // before the first value is staged.
@@ -167,10 +188,13 @@ class AffinePlan final : public MethodPlan {
   }
 
   void execute(const std::vector<NodeSummary>& summaries, float* result) override {
-    const std::vector<codec::AffineGrid> grids = shared_grids(summaries);
-    CodeLane lane;
-    lane.node_max = static_cast<std::uint64_t>(codec_.max_code()) * in_.x.size();
-    lane.bits = bits_for(lane.node_max * in_.link.nodes());
+    std::vector<codec::AffineGrid> whole;
+    if (waves_)
+      waves_->first_grids(summaries);
+    else
+      whole = shared_grids(summaries);
+    const std::vector<codec::AffineGrid>& grids = waves_ ? waves_->grids() : whole;
+    const CodeLane lane = code_lane(in_.x.size());
     Codes codes(*this, grids, result);
     if (gather_.on())
       sum_gathered(codes, grids);
@@ -214,7 +238,7 @@ class AffinePlan final : public MethodPlan {
   // order.
   void staged_stats(LocalStaging& staging, float* stats) const {
     const std::size_t nodes = in_.link.nodes();
-    const StagingOrder order(in_.elements(), nodes, in_.link.node());
+    const StagingOrder& order = order_;
     struct Ready {
       std::size_t position = 0;  // in staging order, by which the block is in place
       std::size_t segment = 0, upto = 0;
@@ -331,6 +355,14 @@ class AffinePlan final : public MethodPlan {
       }
     }
 
+    // Statistics in waves (StatsWaves): the ring waits for the grids.
+    bool ready(std::size_t begin, std::size_t end) override {
+      return !plan_.waves_ || plan_.waves_->ready(begin, end);
+    }
+    bool take(const Message& msg) override { return plan_.waves_ && plan_.waves_->take(msg); }
+    bool pending() const override { return plan_.waves_ && plan_.waves_->pending(); }
+    bool poll(bool wait) override { return plan_.waves_ && plan_.waves_->poll(wait); }
+
     std::vector<float*> decoded;  // per local rank, with error feedback
 
    private:
@@ -353,6 +385,8 @@ class AffinePlan final : public MethodPlan {
   const codec::AffineCodec& codec_;
   std::size_t spb_;
   std::vector<Block> blocks_;
+  StagingOrder order_;                               // how this node's values are staged
+  std::optional<StatsWaves> waves_;                  // when the statistics go in waves
   std::vector<std::vector<float>> extra_decoded_{};  // ranks 1.. with error feedback
   GatheredValues gather_{false, 0};                  // a small op: one round
   // Per local rank, with error feedback: its block statistics as
@@ -374,7 +408,24 @@ std::unique_ptr<MethodPlan> make_affine_plan(PlanInputs& in) {
   return std::make_unique<AffinePlan>(in);
 }
 
-std::size_t client_block_stats(const Manifest& manifest, const CompressionMethod& method) {
+namespace {
+
+// Whether the method's codec is affine (quantization, sign).
+bool is_affine(const CompressionMethod& method) {
+  const std::unique_ptr<codec::Codec> codec = codec::make_codec(method.base());
+  return dynamic_cast<const codec::AffineCodec*>(codec.get()) != nullptr;
+}
+
+std::size_t staging_waves(const Manifest& manifest, const CompressionMethod& method,
+                          std::size_t nodes) {
+  const bool waves = manifest.kind == wire::OpKind::all_reduce && !method.has_error_feedback() &&
+                     nodes >= 2 && manifest.elements() >= kWaveElems && is_affine(method);
+  return waves ? kStagingWaves : 1;
+}
+
+}  // namespace
+
+std::size_t block_stats_count(const Manifest& manifest, const CompressionMethod& method) {
   if (manifest.kind != wire::OpKind::all_reduce || method.has_error_feedback()) return 0;
   const std::unique_ptr<codec::Codec> codec = codec::make_codec(method.base());
   const auto* affine = dynamic_cast<const codec::AffineCodec*>(codec.get());
@@ -383,6 +434,26 @@ std::size_t client_block_stats(const Manifest& manifest, const CompressionMethod
   for (const TensorSpec& t : manifest.tensors)
     blocks += (t.numel + codec::kBlockElems - 1) / codec::kBlockElems;
   return blocks * affine->stats_per_block();
+}
+
+std::size_t client_block_stats(const Manifest& manifest, const CompressionMethod& method,
+                               std::size_t nodes) {
+  return staging_waves(manifest, method, nodes) > 1 ? 0 : block_stats_count(manifest, method);
+}
+
+StagingOrder staging_order(const Manifest& manifest, const CompressionMethod& method,
+                           std::size_t nodes, std::size_t node) {
+  const std::size_t elements = manifest.elements();
+  const std::size_t waves = staging_waves(manifest, method, nodes);
+  if (waves == 1) return StagingOrder(elements, nodes, node);
+  std::vector<std::size_t> offsets{0};
+  for (const TensorSpec& t : manifest.tensors) offsets.push_back(offsets.back() + t.numel);
+  // The start of the block (of its tensor) that holds element i.
+  const auto block_start = [&offsets](std::size_t i) {
+    const auto t = std::upper_bound(offsets.begin(), offsets.end(), i) - 1;
+    return *t + (i - *t) / codec::kBlockElems * codec::kBlockElems;
+  };
+  return StagingOrder(elements, nodes, node, waves, block_start);
 }
 
 }  // namespace zring::collective

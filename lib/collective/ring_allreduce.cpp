@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -23,6 +24,8 @@ class RingAllreduce {
   static constexpr bool kFloatWire = ChunkSums<Lane>::kFloatWire;
   // How far this node's own segment may run ahead of its predecessor's.
   static constexpr std::size_t kWindowBytes = std::size_t{16} << 20;
+  // How long the ring waits for a message while its io has work left.
+  static constexpr auto kIoSlice = std::chrono::microseconds(500);
 
   explicit RingAllreduce(ChunkSums<Lane>& c)
       : c_(c), reduced_(c.geometry.total_chunks(), false), own_sent_(c.sent_ahead) {}
@@ -42,12 +45,33 @@ class RingAllreduce {
   }
 
   void run() {
-    send_own_chunks();
     std::size_t missing = c_.geometry.total_chunks();
-    while (missing > 0) {
-      Message msg = c_.link.recv(Clock::now() + c_.options.timeout);
-      if (handle(msg)) --missing;
+    BlockIo<Acc>* io = c_.io;
+    Deadline heard = Clock::now();
+    for (;;) {
+      const bool worked = io && io->poll(false);
+      missing -= retry_waiting();
       send_own_chunks();
+      if (missing == 0) return;
+      if (!io || !io->pending()) {
+        Message msg = c_.link.recv(Clock::now() + c_.options.timeout);
+        if (!(io && io->take(msg)) && handle(msg)) --missing;
+        continue;
+      }
+      // The io still has work: messages are waited for in slices (none
+      // at all after a piece of it). After a timeout's silence the io
+      // finishes its work, waiting as long as it must (its own wait names
+      // what it waits for: a client that stopped staging), and the ring
+      // then waits as ever.
+      const Deadline now = Clock::now();
+      if (now - heard >= c_.options.timeout) {
+        while (io->pending()) io->poll(true);
+        continue;
+      }
+      std::optional<Message> msg = c_.link.recv_until(worked ? now : now + kIoSlice);
+      if (!msg) continue;
+      heard = Clock::now();
+      if (!io->take(*msg) && handle(*msg)) --missing;
     }
   }
 
@@ -70,6 +94,7 @@ class RingAllreduce {
     const std::size_t allowed = std::min(c_.geometry.chunks(c_.self), own_returned_ + window(c_));
     for (; own_sent_ < allowed; ++own_sent_) {
       auto [begin, end] = c_.geometry.range(c_.self, own_sent_);
+      if (c_.io && !c_.io->ready(begin, end)) return;
       c_.await_local(c_.self, end);
       send_reduce(c_, own_sent_, c_.own_payload(begin, end));
     }
@@ -100,9 +125,41 @@ class RingAllreduce {
                     tag_text(tag));
       return false;
     }
+    if (c_.io && !c_.io->ready(begin, end)) {
+      wait_for_io(msg);
+      return false;
+    }
     const std::size_t id = c_.geometry.chunk_id(tag.segment, tag.chunk);
     return tag.phase == Phase::reduce ? on_partial(tag, id, begin, end, msg.payload)
                                       : on_final(tag, id, begin, end, msg.payload);
+  }
+
+  // A message whose elements the io cannot take yet (ready) waits until
+  // it can; at most two per chunk of the op (a partial sum and the
+  // complete one), so that a peer that repeats itself cannot grow it.
+  void wait_for_io(const Message& msg) {
+    if (waiting_.size() >= 2 * c_.geometry.total_chunks()) {
+      c_.stats.drop("too many messages waiting for their statistics: " + tag_text(msg.tag));
+      return;
+    }
+    waiting_.push_back(msg);
+  }
+
+  // The waiting messages that the io can take now, in the order they came;
+  // returns how many completed a chunk of the result.
+  std::size_t retry_waiting() {
+    std::size_t completed = 0;
+    for (std::size_t i = 0; i < waiting_.size();) {
+      auto [begin, end] = c_.geometry.range(waiting_[i].tag.segment, waiting_[i].tag.chunk);
+      if (!c_.io->ready(begin, end)) {
+        ++i;
+        continue;
+      }
+      const Message msg = std::move(waiting_[i]);
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (handle(msg)) ++completed;
+    }
+    return completed;
   }
 
   // A partial sum of tag.hop contributions.
@@ -199,6 +256,7 @@ class RingAllreduce {
   }
 
   ChunkSums<Lane>& c_;
+  std::vector<Message> waiting_;  // messages the io cannot take yet
   std::vector<bool> reduced_;     // partial sum of this chunk seen
   std::size_t own_sent_ = 0;      // chunks of the own segment sent
   std::size_t own_returned_ = 0;  // of them, those whose complete sum came back

@@ -38,7 +38,35 @@ class BlockIo {
   // The complete sums of elements [begin, begin + n), the same bits on
   // every node. Called exactly once for every element.
   virtual void result(std::size_t begin, std::size_t n, const Acc* sums) = 0;
+
+  // For an io that learns what it needs while the ring runs (an affine
+  // op's statistics in waves, plan_affine.cpp). Whether local and result
+  // may be called for elements [begin, end) yet: a message that needs
+  // them earlier waits, and this node's own chunks go only once they may.
+  virtual bool ready(std::size_t /*begin*/, std::size_t /*end*/) { return true; }
+  // Takes a message that is the io's, not the ring's (true), which may
+  // make more elements ready; throws zring::Error for one that is no good.
+  virtual bool take(const Message& /*msg*/) { return false; }
+  // Whether the io has work of its own left, and a piece of it done
+  // between two messages (whether it did any; with `wait`, it waits until
+  // it can do one): while it has, the ring waits for messages in short
+  // slices.
+  [[nodiscard]] virtual bool pending() const { return false; }
+  virtual bool poll(bool /*wait*/) { return false; }
 };
+
+// Whether an op takes the direct schedule: on 3 nodes or more, when its
+// complete sums (the lane carrying every node's values) take at most
+// options.direct_bytes on the wire; never for lanes that round.
+template <class Lane>
+bool takes_direct_schedule(const Lane& complete, std::size_t elements, std::size_t nodes,
+                           const RingOptions& options) {
+  if constexpr (Lane::kRounds) {
+    return false;
+  } else {
+    return nodes >= 3 && complete.wire_bytes(elements) <= options.direct_bytes;
+  }
+}
 
 // Sums `local` (this node's contribution, `elements` values) over every node
 // of the ring into `result`, which receives the same bits on every node.

@@ -328,10 +328,13 @@ std::optional<collective::Message> ZmqRing::dispatch(RingHeader header,
 }
 
 // A summary or the data behind it that its origin sent to every node
-// itself (collective::RingLink::send_to): hop 0.
+// itself (collective::RingLink::send_to): hop 0. Also an affine op's later
+// statistics (Phase::stats), which a node sends only once it knows every
+// summary, this node's too: they never come before this node began the op.
 bool ZmqRing::sent_straight(const RingHeader& header) noexcept {
   return header.tag.hop == 0 && (header.tag.phase == collective::Phase::manifest ||
-                                 header.tag.phase == collective::Phase::blobs);
+                                 header.tag.phase == collective::Phase::blobs ||
+                                 header.tag.phase == collective::Phase::stats);
 }
 
 bool ZmqRing::from_its_origin(const RingHeader& header) const noexcept {

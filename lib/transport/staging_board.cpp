@@ -24,9 +24,11 @@ long futex(const std::atomic<std::uint32_t>& word, int op, std::uint32_t value,
 
 }  // namespace
 
-void StagingBoard::reset() noexcept {
+void StagingBoard::reset(std::uint64_t stats) noexcept {
   staged.store(0, std::memory_order_relaxed);
   finished.store(0, std::memory_order_relaxed);
+  stats_waves.store(0, std::memory_order_relaxed);
+  stats_floats.store(stats, std::memory_order_relaxed);
   for (auto& p : published) p.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
 }
@@ -102,20 +104,25 @@ RegionStaging::~RegionStaging() {
 
 void RegionStaging::wait_for(std::size_t l, std::uint64_t position) {
   if (!regions_[l]) return;  // this rank's values came whole
+  wait_until(l, board_of(*regions_[l]).staged, position);
+}
+
+template <class Counter>
+void RegionStaging::wait_until(std::size_t l, const Counter& counter, std::uint64_t target) {
   StagingBoard& board = board_of(*regions_[l]);
-  if (board.staged.load(std::memory_order_acquire) >= position) return;
+  if (counter.load(std::memory_order_acquire) >= target) return;
   // The client copies a piece in well under a millisecond: spin briefly
   // before sleeping.
   for (int i = 0; i < 64; ++i) {
     std::this_thread::yield();
-    if (board.staged.load(std::memory_order_acquire) >= position) return;
+    if (counter.load(std::memory_order_acquire) >= target) return;
   }
   Clock::time_point deadline = Clock::now() + timeout_;
   std::uint64_t last = board.staged.load(std::memory_order_acquire);
   for (;;) {
     const std::uint32_t seen = board.staged_seq.load(std::memory_order_acquire);
+    if (counter.load(std::memory_order_acquire) >= target) return;
     const std::uint64_t now_at = board.staged.load(std::memory_order_acquire);
-    if (now_at >= position) return;
     if (now_at != last) {  // progress: the deadline is one of silence
       last = now_at;
       deadline = Clock::now() + timeout_;
@@ -133,6 +140,20 @@ void RegionStaging::wait_for(std::size_t l, std::uint64_t position) {
   }
 }
 
+// The client's statistics, when it leaves them (as many as asked for, and
+// room for them in its buffer) and stages in this ring's order.
+const float* RegionStaging::client_stats(std::size_t wave, std::size_t count) {
+  if (!streams_ || regions_.empty() || !regions_[0] || count == 0) return nullptr;
+  const SharedRegion& region = *regions_[0];
+  StagingBoard& board = board_of(region);
+  const std::size_t at = stats_area(order_.elements());
+  if (board.stats_floats.load(std::memory_order_acquire) != count ||
+      (at + count) * sizeof(float) > region.size())
+    return nullptr;
+  wait_until(0, board.stats_waves, wave + 1);
+  return reinterpret_cast<const float*>(region.data()) + at;
+}
+
 void RegionStaging::wait_staged(std::size_t segment, std::size_t upto) {
   if (!streams_) return wait_for(0, order_.elements());
   wait_for(0, order_.position(segment, upto));
@@ -141,6 +162,16 @@ void RegionStaging::wait_staged(std::size_t segment, std::size_t upto) {
 bool RegionStaging::staged(std::size_t segment, std::size_t upto) {
   if (regions_.empty() || !regions_[0]) return true;
   const std::uint64_t position = streams_ ? order_.position(segment, upto) : order_.elements();
+  return board_of(*regions_[0]).staged.load(std::memory_order_acquire) >= position;
+}
+
+void RegionStaging::wait_wave(std::size_t wave) {
+  wait_for(0, streams_ ? order_.wave_end(wave) : order_.elements());
+}
+
+bool RegionStaging::staged_wave(std::size_t wave) {
+  if (regions_.empty() || !regions_[0]) return true;
+  const std::uint64_t position = streams_ ? order_.wave_end(wave) : order_.elements();
   return board_of(*regions_[0]).staged.load(std::memory_order_acquire) >= position;
 }
 

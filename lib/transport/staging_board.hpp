@@ -33,17 +33,21 @@ struct StagingBoard {
   std::atomic<std::uint32_t> staged_seq;     // futex word, bumped after staged moves
   std::atomic<std::uint32_t> published_seq;  // futex word, bumped after a published[] moves
   std::atomic<std::uint32_t> finished;       // zringd: done with the op (its answer follows)
-  std::uint32_t unused;
+  // client: waves of block statistics in place (stats_area), of stats_floats.
+  std::atomic<std::uint32_t> stats_waves;
   // zringd: the Result of request `answered` (0: none yet), fields first.
   std::atomic<std::uint64_t> answered;
   std::atomic<std::uint64_t> result_op, result_wire_bytes, result_dense_bytes;
   std::atomic<std::uint32_t> result_world_size, result_rank;
+  // client: how many block statistics it leaves after the values (0: none).
+  std::atomic<std::uint64_t> stats_floats;
   // zringd: per segment, how many of its first elements are final.
-  static constexpr std::size_t kSegments = (kBoardBytes - 64) / 8;
+  static constexpr std::size_t kSegments = (kBoardBytes - 72) / 8;
   std::atomic<std::uint64_t> published[kSegments];
 
-  // The client, before it submits a staged op: nothing staged or published.
-  void reset() noexcept;
+  // The client, before it submits a staged op: nothing staged or published;
+  // `stats` block statistics to come with the values (stats_floats).
+  void reset(std::uint64_t stats = 0) noexcept;
   // The client: the first `upto` positions are in place.
   void stage(std::uint64_t upto) noexcept;
   // zringd: the answer to the op of request result.request, whose averages
@@ -63,6 +67,13 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
 // The board of the region, which must have been made with room for it.
 StagingBoard& board_of(const SharedRegion& region) noexcept;
+
+// Where a staged op of `elements` values leaves its block statistics in its
+// buffer (StagingBoard::stats_floats of them), in floats from the buffer's
+// start: after the values, 64-byte aligned.
+[[nodiscard]] constexpr std::size_t stats_area(std::size_t elements) noexcept {
+  return (elements + 15) / 16 * 16;
+}
 
 // zringd's side of a staged op: the boards of its local ranks' buffers.
 // wait_staged reads rank 0's progress (the one rank whose values the ring
@@ -84,6 +95,9 @@ class RegionStaging final : public collective::LocalStaging {
   RegionStaging& operator=(const RegionStaging&) = delete;
   void wait_staged(std::size_t segment, std::size_t upto) override;
   void wait_all() override;
+  void wait_wave(std::size_t wave) override;
+  bool staged_wave(std::size_t wave) override;
+  const float* client_stats(std::size_t wave, std::size_t count) override;
   bool staged(std::size_t segment, std::size_t upto) override;
   void publish(std::size_t segment, std::size_t upto) override;
   void publish_prefix(std::size_t end) override;
@@ -92,6 +106,10 @@ class RegionStaging final : public collective::LocalStaging {
 
  private:
   void wait_for(std::size_t l, std::uint64_t position);
+  // Until counter (on rank l's board) reaches target, moving on as the
+  // client stages; throws timeout naming the rank after a timeout's silence.
+  template <class Counter>
+  void wait_until(std::size_t l, const Counter& counter, std::uint64_t target);
   void tell(std::size_t segment, std::size_t upto);
   std::vector<std::shared_ptr<SharedRegion>> regions_;
   std::vector<std::string> who_;

@@ -32,13 +32,17 @@ enum class Phase : std::uint8_t {
   // complete sum, straight from the owner to every other node (hop 0).
   to_owner = 6,
   from_owner = 7,
+  // An affine op's block statistics of a later wave (plan_affine.cpp),
+  // straight from their node to every other (segment: that node, chunk:
+  // the wave, 1 .. waves - 1; hop 0): the summary carries wave 0.
+  stats = 8,
 };
 
 // Identifies one data message within an op. The transport adds and checks
 // version, ring generation, op sequence and sender.
 struct ChunkTag {
   Phase phase = Phase::manifest;
-  // reduce, gather, to_owner, from_owner: segment; manifest, blobs: origin node
+  // reduce, gather, to_owner, from_owner: segment; manifest, blobs, stats: origin node
   std::uint32_t segment = 0;
   std::uint32_t chunk = 0;  // chunk within the segment or blob
   // How many nodes the message has passed through; manifest/blobs: 0 when

@@ -165,7 +165,7 @@ inline constexpr std::size_t kMaxRingTextBytes = 4096;
 // Largest listed index a RingHeader's members can name, plus one.
 inline constexpr std::size_t kMaxRingNodes = 4096;
 
-// [version, 2 (ring), kind (1..8), generation, op, sender, phase (0..7; 1..7
+// [version, 2 (ring), kind (1..8), generation, op, sender, phase (0..8; 1..8
 //  for data), segment, chunk, hop, origin, error_code (one of kErrorCodes),
 //  text (str), members (bin: a bitmap, bit i of byte i / 8 for listed node
 //  i, at most kMaxRingNodes / 8 bytes, no trailing zero byte), data_port

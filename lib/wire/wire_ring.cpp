@@ -134,9 +134,9 @@ RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size) {
   h.op = as_u64(f[2], Where{kRing, "op"});
   h.sender = as_u32(f[3], Where{kRing, "sender"});
   const std::uint64_t phase =
-      as_uint(f[4], static_cast<std::uint64_t>(Phase::from_owner), Where{kRing, "phase"});
+      as_uint(f[4], static_cast<std::uint64_t>(Phase::stats), Where{kRing, "phase"});
   if (h.kind == RingKind::data && phase == 0)
-    reject(Where{kRing, "phase"}, "a data message needs a phase (1..7)");
+    reject(Where{kRing, "phase"}, "a data message needs a phase (1..8)");
   h.tag.phase = static_cast<Phase>(phase);
   h.tag.segment = as_u32(f[5], Where{kRing, "segment"});
   h.tag.chunk = as_u32(f[6], Where{kRing, "chunk"});

@@ -11,117 +11,13 @@
 #include "collective/float_sum.hpp"
 #include "collective/inproc_link.hpp"
 #include "collective/staging.hpp"
+#include "fed_staging.hpp"
 
 using namespace zring;
 using namespace zring::collective;
+using ring_test::FedStaging;
 
 namespace {
-
-// Values copied in by a feeder thread, piece by piece in staging order; every
-// publish snapshots the range it declares final.
-class FedStaging final : public LocalStaging {
- public:
-  FedStaging(const std::vector<float>& source, float* buffer, StagingOrder order)
-      : source_(source),
-        buffer_(buffer),
-        order_(order),
-        published_(order.segments(), 0),
-        snapshots_(order.segments()) {}
-
-  // Copies the values in, `piece` at a time in staging order, telling the
-  // ring after each piece.
-  void feed(std::size_t piece) {
-    for (;;) {
-      {
-        std::lock_guard lock(mutex_);
-        if (staged_ >= order_.elements()) return;
-        stage_upto(std::min(order_.elements(), staged_ + piece));
-        changed_.notify_all();
-      }
-      std::this_thread::yield();
-    }
-  }
-
-  // Lazy: nothing is fed; a wait copies in just what it waits for, so a
-  // value read without a wait before it is still the buffer's old one.
-  void set_lazy() { lazy_ = true; }
-
-  void wait_staged(std::size_t segment, std::size_t upto) override {
-    wait_for(order_.position(segment, upto));
-  }
-  void wait_all() override { wait_for(order_.elements()); }
-  bool staged(std::size_t segment, std::size_t upto) override {
-    std::lock_guard lock(mutex_);
-    return staged_ >= order_.position(segment, upto);
-  }
-
-  // Where the first wait waited for (every value: a plan that does not stream).
-  std::size_t first_needed() const { return first_needed_; }
-  void publish(std::size_t segment, std::size_t upto) override {
-    std::lock_guard lock(mutex_);  // (ring threads: no Boost.Test assertions here)
-    if (segment >= published_.size() || upto <= published_[segment]) {
-      backwards_ = true;
-      return;
-    }
-    published_[segment] = upto;
-    const float* from = buffer_ + order_.begin(segment);
-    snapshots_[segment].assign(from, from + upto);
-  }
-
-  void publish_prefix(std::size_t end) override {
-    for (std::size_t s = 0; s < order_.segments(); ++s) {
-      const std::size_t begin = order_.begin(s), length = order_.end(s) - begin;
-      const std::size_t upto = end <= begin ? 0 : std::min(end - begin, length);
-      if (upto > published_[s]) publish(s, upto);
-    }
-  }
-
-  const StagingOrder& order() const { return order_; }
-
- private:
-  void wait_for(std::size_t position) {
-    std::unique_lock lock(mutex_);
-    if (lazy_) stage_upto(position);
-    changed_.wait(lock, [&] { return staged_ >= position; });
-    if (!waited_) first_needed_ = position;
-    waited_ = true;
-    if (position > max_needed_) max_needed_ = position;
-  }
-
-  // Copies in, in staging order, up to `position` (the mutex held; the ring
-  // reads only what is below staged_, so nothing it reads is written here).
-  void stage_upto(std::size_t position) {
-    for (std::size_t k = 0; k < order_.segments() && staged_ < position; ++k) {
-      const std::size_t s = order_.segment_at(k);
-      const std::size_t before = order_.position(s, 0);
-      const std::size_t length = order_.end(s) - order_.begin(s);
-      if (staged_ >= before + length) continue;
-      const std::size_t from = staged_ - before;
-      const std::size_t to = std::min(length, position - before);
-      std::memcpy(buffer_ + order_.begin(s) + from, source_.data() + order_.begin(s) + from,
-                  (to - from) * sizeof(float));
-      staged_ = before + to;
-    }
-  }
-
-  const std::vector<float>& source_;
-  float* buffer_;
-  StagingOrder order_;
-
- public:
-  std::vector<std::size_t> published_;
-  std::vector<std::vector<float>> snapshots_;
-  bool backwards_ = false;
-  std::size_t max_needed_ = 0;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::size_t staged_ = 0;
-  bool lazy_ = false;
-  bool waited_ = false;
-  std::size_t first_needed_ = 0;
-};
 
 std::vector<float> values_of(std::size_t n, std::size_t node) {
   std::vector<float> v(n);
@@ -149,8 +45,9 @@ enum class Given { nothing, stats, wider_stats };
 
 // The block statistics of `values` as a client takes them; wider: every
 // quantization block's range one wider at both ends.
-std::vector<float> client_stats(const OpInput& in, const std::vector<float>& values, Given given) {
-  std::vector<float> stats(client_block_stats(in.manifest, in.method));
+std::vector<float> client_stats(const OpInput& in, const std::vector<float>& values, Given given,
+                                std::size_t nodes) {
+  std::vector<float> stats(client_block_stats(in.manifest, in.method, nodes));
   const auto codec = codec::make_codec(in.method.base());
   const auto& affine = dynamic_cast<const codec::AffineCodec&>(*codec);
   const std::size_t per_block = affine.stats_per_block();
@@ -176,9 +73,11 @@ std::vector<std::vector<float>> run(const std::string& method, std::size_t nodes
   std::vector<std::vector<float>> sources, buffers(nodes, std::vector<float>(elements));
   for (std::size_t n = 0; n < nodes; ++n) sources.push_back(values_of(elements, n));
   if (stagings) stagings->clear();
+  const CompressionMethod parsed = CompressionMethod::parse(method);
+  const Manifest manifest{parsed.to_string(), {{"g", {elements}, elements}}};
   for (std::size_t n = 0; n < nodes && staged; ++n)
     stagings->push_back(std::make_unique<FedStaging>(sources[n], buffers[n].data(),
-                                                     StagingOrder(elements, nodes, n)));
+                                                     staging_order(manifest, parsed, nodes, n)));
   if (lazy)
     for (auto& staging : *stagings) staging->set_lazy();
   std::vector<std::string> errors(nodes);
@@ -198,7 +97,7 @@ std::vector<std::vector<float>> run(const std::string& method, std::size_t nodes
       in.ranks.push_back(buffers[n].data());
       in.output = buffers[n].data();  // in place, as zringd does with a shared buffer
       if (staged) in.staging = (*stagings)[n].get();
-      if (given != Given::nothing) in.given_stats = client_stats(in, sources[n], given);
+      if (given != Given::nothing) in.given_stats = client_stats(in, sources[n], given, nodes);
       std::vector<codec::ErrorFeedback> residuals(1);
       try {
         Workspace work;
@@ -331,13 +230,18 @@ BOOST_AUTO_TEST_CASE(block_statistics_from_the_client_give_the_same_bits_without
     }
   BOOST_TEST(
       client_block_stats({"quant:8", {{"a", {5000}, 5000}, {"b", {0}, 0}, {"c", {4096}, 4096}}},
-                         CompressionMethod::parse("quant:8")) == 6u);
-  BOOST_TEST(
-      client_block_stats({"sign", {{"a", {5000}, 5000}}}, CompressionMethod::parse("sign")) == 2u);
+                         CompressionMethod::parse("quant:8"), 2) == 6u);
+  BOOST_TEST(client_block_stats({"sign", {{"a", {5000}, 5000}}}, CompressionMethod::parse("sign"),
+                                2) == 2u);
   for (const char* other : {"ef:quant:8", "none", "topk:1%", "fp16"})
-    BOOST_TEST(
-        client_block_stats({other, {{"a", {5000}, 5000}}}, CompressionMethod::parse(other)) == 0u,
-        other);
+    BOOST_TEST(client_block_stats({other, {{"a", {5000}, 5000}}}, CompressionMethod::parse(other),
+                                  2) == 0u,
+               other);
+  // Staged in waves, zringd takes them itself (a wave at a time); on one node, the client.
+  const Manifest large{"quant:8", {{"a", {kWaveElems}, kWaveElems}}};
+  BOOST_TEST(client_block_stats(large, CompressionMethod::parse("quant:8"), 2) == 0u);
+  BOOST_TEST(client_block_stats(large, CompressionMethod::parse("quant:8"), 1) ==
+             2 * kWaveElems / codec::kBlockElems);
 }
 
 // The streamed copy of staged values: every bit, NaN payloads and -0.0

@@ -298,17 +298,27 @@ BOOST_AUTO_TEST_CASE(block_statistics_must_match_the_blocks_of_the_op) {
   submit.manifest.method = "quant:8";
   submit.manifest.tensors = {collective::TensorSpec{"w", {5000}, 5000}};
   const CompressionMethod quant = CompressionMethod::parse("quant:8");
-  BOOST_TEST(!block_stats_refusal(submit, quant));  // none: zringd takes them
-  submit.block_stats.assign(4, 0.0f);               // 2 blocks of 4096, min and max each
-  BOOST_TEST(!block_stats_refusal(submit, quant));
+  BOOST_TEST(!block_stats_refusal(submit, quant, 2));  // none: zringd takes them
+  submit.block_stats.assign(4, 0.0f);                  // 2 blocks of 4096, min and max each
+  BOOST_TEST(!block_stats_refusal(submit, quant, 2));
   submit.block_stats.assign(3, 0.0f);
-  BOOST_TEST(block_stats_refusal(submit, quant).value_or("") ==
+  BOOST_TEST(block_stats_refusal(submit, quant, 2).value_or("") ==
              "a staged op of 5000 elements in 1 tensors with method quant:8 came with 3 block "
              "statistics, not 4");
   submit.manifest.method = "topk:1%";
-  BOOST_TEST(block_stats_refusal(submit, CompressionMethod::parse("topk:1%")).value_or("") ==
+  BOOST_TEST(block_stats_refusal(submit, CompressionMethod::parse("topk:1%"), 2).value_or("") ==
              "a staged op of 5000 elements in 1 tensors with method topk:1% came with 3 block "
              "statistics, not 0");
+  // An op staged in waves (collective::staging_order): zringd takes its
+  // statistics a wave at a time; alone on its ring file's one node, the client's.
+  submit.manifest.method = "quant:8";
+  submit.manifest.tensors = {
+      collective::TensorSpec{"w", {collective::kWaveElems}, collective::kWaveElems}};
+  submit.block_stats.assign(2 * collective::kWaveElems / 4096, 0.0f);
+  BOOST_TEST(block_stats_refusal(submit, quant, 2).value_or("") ==
+             "a staged op of 2097152 elements in 1 tensors with method quant:8 came with 1024 "
+             "block statistics, not 0");
+  BOOST_TEST(!block_stats_refusal(submit, quant, 1));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -129,6 +129,22 @@ BOOST_AUTO_TEST_CASE(four_nodes_every_method_with_a_million_and_three) {
 
 BOOST_AUTO_TEST_CASE(two_local_ranks_per_node) { every_method(2, 2, {3, 4097, 999}); }
 
+// An affine op of 2 Mi values or more is staged in waves, the client's
+// statistics of each block beside the values and each wave's sent as soon
+// as it is in (collective::staging_order): every form of the op, six
+// rounds, gives the reference.
+BOOST_AUTO_TEST_CASE(three_nodes_quant_and_sign_in_waves) {
+  LocalRing ring(ring_options(3, 1));
+  ring.start_all();
+  ring.wait_up();
+  const std::vector<std::size_t> sizes{5, 1100003, 1048580};
+  std::uint64_t seed = 60;
+  for (const char* method : {"quant:8", "sign"}) {
+    const ClientRun run = run_clients(ring, method, ++seed, 6, [&](std::size_t) { return sizes; });
+    check_run(run, method, seed, 6, sizes);
+  }
+}
+
 namespace {
 
 // The CPUs a thread may run on, as /proc says ("0", "0-1", ...).

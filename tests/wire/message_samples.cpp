@@ -297,7 +297,7 @@ void check_valid(const RingHeader& h) {
   BOOST_TEST((kind >= 1 && kind <= 8));
   BOOST_TEST(h.data_port <= 65535u);
   const auto phase = static_cast<int>(h.tag.phase);
-  BOOST_TEST((phase >= (h.kind == RingKind::data ? 1 : 0) && phase <= 7));
+  BOOST_TEST((phase >= (h.kind == RingKind::data ? 1 : 0) && phase <= 8));
   BOOST_TEST(is_error_code(h.error_code));
   BOOST_TEST(h.text.size() <= wire::kMaxRingTextBytes);
 }

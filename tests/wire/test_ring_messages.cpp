@@ -141,7 +141,11 @@ BOOST_AUTO_TEST_CASE(phases) {
   const Bytes heartbeat = wt::pack_value(m);
   BOOST_TEST(static_cast<int>(
                  wire::decode_ring_header(heartbeat.data(), heartbeat.size()).tag.phase) == 0);
-  m[6] = 8;  // one past the last phase (from_owner)
+  m[6] = 8;  // the last phase (stats) is fine
+  const Bytes stats = wt::pack_value(m);
+  BOOST_TEST(static_cast<int>(wire::decode_ring_header(stats.data(), stats.size()).tag.phase) ==
+             static_cast<int>(Phase::stats));
+  m[6] = 9;  // one past it
   wt::expect_malformed(ring, wt::pack_value(m), "phase");
 }
 
