@@ -128,10 +128,20 @@ WaveRun run(const std::string& method, std::size_t nodes, std::size_t local, Fee
   return out;
 }
 
+// Under TSan, where each of these ops takes seconds, the threads of one
+// case: values fed by a thread while the helper takes the statistics and
+// the ring thread works; the rest checks values, which the plain and ASan
+// builds do.
 #if defined(__SANITIZE_THREAD__)
 const std::vector<std::size_t> kWaveNodes{3};
+const std::vector<const char*> kWaveMethods{"quant:8"};
+const std::vector<Feed> kFeeds{Feed::fed};
+constexpr bool kTwoLocalRanks = false;
 #else
 const std::vector<std::size_t> kWaveNodes{2, 3, 4};
+const std::vector<const char*> kWaveMethods{"quant:8", "sign"};
+const std::vector<Feed> kFeeds{Feed::whole, Feed::fed, Feed::lazy};
+constexpr bool kTwoLocalRanks = true;
 #endif
 
 }  // namespace
@@ -199,12 +209,12 @@ BOOST_AUTO_TEST_CASE(only_a_large_affine_all_reduce_is_staged_in_waves) {
 // would be NaN); two local ranks combine their statistics per wave.
 BOOST_AUTO_TEST_CASE(statistics_in_waves_give_the_bits_of_statistics_taken_whole,
                      *boost::unit_test::label("staged")) {
-  for (const char* method : {"quant:8", "sign"})
+  for (const char* method : kWaveMethods)
     for (const std::size_t nodes : kWaveNodes) {
       const WaveRun whole = run(method, nodes, 1, Feed::whole, std::numeric_limits<int>::max());
       BOOST_TEST_REQUIRE(whole.errors[0] == "");
       BOOST_TEST(whole.stats_messages == 0u);
-      for (const Feed feed : {Feed::whole, Feed::fed, Feed::lazy}) {
+      for (const Feed feed : kFeeds) {
         const WaveRun waves = run(method, nodes, 1, feed);
         BOOST_TEST_INFO(method << " on " << nodes << " nodes, feed " << static_cast<int>(feed));
         BOOST_TEST(waves.stats_messages == nodes * (nodes - 1) * (kStagingWaves - 1));
@@ -213,6 +223,7 @@ BOOST_AUTO_TEST_CASE(statistics_in_waves_give_the_bits_of_statistics_taken_whole
           BOOST_TEST(waves.outputs[n] == whole.outputs[0], "node " << n);
         }
       }
+      if (!kTwoLocalRanks) continue;
       const WaveRun two_whole = run(method, nodes, 2, Feed::whole, std::numeric_limits<int>::max());
       const WaveRun two = run(method, nodes, 2, Feed::whole);
       BOOST_TEST(two.stats_messages == nodes * (nodes - 1) * (kStagingWaves - 1));
