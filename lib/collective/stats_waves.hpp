@@ -7,12 +7,14 @@
 // (staging_order) cuts its blocks as its staging order does: the summary
 // carries each node's statistics of wave 0, and each node sends those of
 // wave w (Phase::stats, straight to every other node) as soon as it has
-// them: for values being staged, once the client copied wave w in. The
+// them: for values being staged, once the client copied wave w in (and
+// with it, as a client of one local rank does, the wave's statistics). The
 // ring meanwhile encodes and sums the blocks whose grids are known
 // (BlockIo::ready), waves in the order it needs them. This node's later
-// waves are taken on the workspace's helper thread (a pass over the
-// values, which on the ring thread would hold up its messages); the ring
-// thread sends them as they are done (the helper wakes it).
+// waves are made on the workspace's helper thread (a pass over the values,
+// or a wait for the client's, which on the ring thread would hold up its
+// messages); the ring thread sends them as they are done (the helper wakes
+// it).
 #pragma once
 
 #include <atomic>
@@ -40,8 +42,9 @@ class StatsWaves {
   StatsWaves(const StatsWaves&) = delete;
   StatsWaves& operator=(const StatsWaves&) = delete;
 
-  // This node's statistics of wave w, waiting for its values if they are
-  // staged (before the summary goes: wave 0).
+  // This node's statistics of wave w (wave 0: before the summary goes):
+  // for staged values, the client's (LocalStaging::client_stats) or, when
+  // it leaves none, taken once the wave is in; else taken from the values.
   void own_stats(std::size_t w, std::vector<float>& out) const;
 
   // Once every summary is here: every node's wave 0 (checked) combined
