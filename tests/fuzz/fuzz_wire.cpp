@@ -145,7 +145,7 @@ void check_valid(const wire::RingHeader& h) {
   const auto phase = static_cast<unsigned>(h.tag.phase);
   ZRING_FUZZ_CHECK(kind >= 1 && kind <= static_cast<unsigned>(wire::RingKind::data_via_zmq));
   ZRING_FUZZ_CHECK(h.data_port <= 65535);
-  ZRING_FUZZ_CHECK(phase <= static_cast<unsigned>(wire::Phase::from_owner));
+  ZRING_FUZZ_CHECK(phase <= static_cast<unsigned>(wire::Phase::stats));
   ZRING_FUZZ_CHECK(h.kind != wire::RingKind::data || phase >= 1);
   ZRING_FUZZ_CHECK(zring::is_error_code(h.error_code));
   ZRING_FUZZ_CHECK(h.text.size() <= wire::kMaxRingTextBytes);

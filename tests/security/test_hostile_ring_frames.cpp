@@ -130,7 +130,7 @@ std::map<std::string, std::vector<Frame>> hostile_frames(std::uint32_t target, s
   // index the op can have: every one must be dropped, never summed.
   for (std::uint64_t op = 0; op < ops + 8; ++op) {
     for (const Phase phase : {Phase::manifest, Phase::reduce, Phase::gather, Phase::blobs,
-                              Phase::broadcast, Phase::to_owner, Phase::from_owner}) {
+                              Phase::broadcast, Phase::to_owner, Phase::from_owner, Phase::stats}) {
       auto& list = kinds["out-of-range indices"];
       list.push_back(
           {{header_bytes(data_header(generation, op, p, phase, 1000000, 0, 1)), payload}, false});

@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(every_kind_round_trips) {
 
 BOOST_AUTO_TEST_CASE(every_phase_of_a_data_message_round_trips) {
   for (const Phase phase : {Phase::manifest, Phase::reduce, Phase::gather, Phase::blobs,
-                            Phase::broadcast, Phase::to_owner, Phase::from_owner}) {
+                            Phase::broadcast, Phase::to_owner, Phase::from_owner, Phase::stats}) {
     wire::RingHeader h = wt::sample_ring_header(wire::RingKind::data);
     h.tag.phase = phase;
     const Bytes bytes = wire::encode_ring_header(h);
