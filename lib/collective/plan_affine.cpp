@@ -152,15 +152,13 @@ class AffinePlan final : public MethodPlan {
     std::vector<float> one(spb_);
     const bool taken = corrected_stats_taken();
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
-      float* acc = summary.stats.data() + b * spb_;
-      for (std::size_t l = 0; l < in_.x.size(); ++l) {
-        float* target = l == 0 ? acc : one.data();
-        if (taken)
-          std::copy_n(corrected_stats_[l].data() + b * spb_, spb_, target);
-        else
-          codec_.block_stats(in_.x[l] + blocks_[b].begin, blocks_[b].size, target);
-        if (l != 0) codec_.combine_stats(acc, one.data());
-      }
+      combine_ranks(codec_, in_.x.size(), summary.stats.data() + b * spb_, one.data(),
+                    [&](std::size_t l, float* target) {
+                      if (taken)
+                        std::copy_n(corrected_stats_[l].data() + b * spb_, spb_, target);
+                      else
+                        codec_.block_stats(in_.x[l] + blocks_[b].begin, blocks_[b].size, target);
+                    });
     }
     if (!gather_.on()) return;
     const std::size_t n = in_.elements();
@@ -408,23 +406,6 @@ std::unique_ptr<MethodPlan> make_affine_plan(PlanInputs& in) {
   return std::make_unique<AffinePlan>(in);
 }
 
-namespace {
-
-// Whether the method's codec is affine (quantization, sign).
-bool is_affine(const CompressionMethod& method) {
-  const std::unique_ptr<codec::Codec> codec = codec::make_codec(method.base());
-  return dynamic_cast<const codec::AffineCodec*>(codec.get()) != nullptr;
-}
-
-std::size_t staging_waves(const Manifest& manifest, const CompressionMethod& method,
-                          std::size_t nodes) {
-  const bool waves = manifest.kind == wire::OpKind::all_reduce && !method.has_error_feedback() &&
-                     nodes >= 2 && manifest.elements() >= kWaveElems && is_affine(method);
-  return waves ? kStagingWaves : 1;
-}
-
-}  // namespace
-
 std::size_t block_stats_count(const Manifest& manifest, const CompressionMethod& method) {
   if (manifest.kind != wire::OpKind::all_reduce || method.has_error_feedback()) return 0;
   const std::unique_ptr<codec::Codec> codec = codec::make_codec(method.base());
@@ -436,15 +417,27 @@ std::size_t block_stats_count(const Manifest& manifest, const CompressionMethod&
   return blocks * affine->stats_per_block();
 }
 
+namespace {
+
+// How many waves an op stages in, given its block_stats_count (non-zero:
+// an affine all-reduce without error feedback).
+std::size_t staging_waves(const Manifest& manifest, std::size_t stats_count, std::size_t nodes) {
+  const bool waves = stats_count != 0 && nodes >= 2 && manifest.elements() >= kWaveElems;
+  return waves ? kStagingWaves : 1;
+}
+
+}  // namespace
+
 std::size_t client_block_stats(const Manifest& manifest, const CompressionMethod& method,
                                std::size_t nodes) {
-  return staging_waves(manifest, method, nodes) > 1 ? 0 : block_stats_count(manifest, method);
+  const std::size_t count = block_stats_count(manifest, method);
+  return staging_waves(manifest, count, nodes) > 1 ? 0 : count;
 }
 
 StagingOrder staging_order(const Manifest& manifest, const CompressionMethod& method,
                            std::size_t nodes, std::size_t node) {
   const std::size_t elements = manifest.elements();
-  const std::size_t waves = staging_waves(manifest, method, nodes);
+  const std::size_t waves = staging_waves(manifest, block_stats_count(manifest, method), nodes);
   if (waves == 1) return StagingOrder(elements, nodes, node);
   std::vector<std::size_t> offsets{0};
   for (const TensorSpec& t : manifest.tensors) offsets.push_back(offsets.back() + t.numel);

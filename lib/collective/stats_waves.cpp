@@ -55,11 +55,10 @@ void StatsWaves::own_stats(std::size_t w, std::vector<float>& out) const {
   std::vector<float> one(spb_);
   for (std::size_t i = 0; i < wave_blocks_[w].size(); ++i) {
     const Block& block = blocks_[wave_blocks_[w][i]];
-    float* acc = out.data() + i * spb_;
-    for (std::size_t l = 0; l < in_.x.size(); ++l) {
-      codec_.block_stats(in_.x[l] + block.begin, block.size, l == 0 ? acc : one.data());
-      if (l != 0) codec_.combine_stats(acc, one.data());
-    }
+    combine_ranks(codec_, in_.x.size(), out.data() + i * spb_, one.data(),
+                  [&](std::size_t l, float* target) {
+                    codec_.block_stats(in_.x[l] + block.begin, block.size, target);
+                  });
   }
 }
 

@@ -26,6 +26,19 @@
 
 namespace zring::collective {
 
+// One block's statistics over every local rank's values, combined in rank
+// order into acc: stats_of(l, target) writes rank l's into target (acc
+// for rank 0, scratch for the others). The summary's whole pass and the
+// waves both take them so, so that their bits agree.
+template <class StatsOf>
+void combine_ranks(const codec::AffineCodec& codec, std::size_t ranks, float* acc, float* scratch,
+                   StatsOf&& stats_of) {
+  for (std::size_t l = 0; l < ranks; ++l) {
+    stats_of(l, l == 0 ? acc : scratch);
+    if (l != 0) codec.combine_stats(acc, scratch);
+  }
+}
+
 class StatsWaves {
  public:
   struct Block {

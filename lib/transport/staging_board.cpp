@@ -154,26 +154,32 @@ const float* RegionStaging::client_stats(std::size_t wave, std::size_t count) {
   return reinterpret_cast<const float*>(region.data()) + at;
 }
 
+bool RegionStaging::staged_to(std::uint64_t position) const {
+  if (regions_.empty() || !regions_[0]) return true;  // rank 0's values came whole
+  return board_of(*regions_[0]).staged.load(std::memory_order_acquire) >= position;
+}
+
+// Rank 0's position once segment s is in place up to `upto` (wave w is):
+// every value when the ring's segments are not the order's.
+std::uint64_t RegionStaging::segment_target(std::size_t segment, std::size_t upto) const {
+  return streams_ ? order_.position(segment, upto) : order_.elements();
+}
+
+std::uint64_t RegionStaging::wave_target(std::size_t wave) const {
+  return streams_ ? order_.wave_end(wave) : order_.elements();
+}
+
 void RegionStaging::wait_staged(std::size_t segment, std::size_t upto) {
-  if (!streams_) return wait_for(0, order_.elements());
-  wait_for(0, order_.position(segment, upto));
+  wait_for(0, segment_target(segment, upto));
 }
 
 bool RegionStaging::staged(std::size_t segment, std::size_t upto) {
-  if (regions_.empty() || !regions_[0]) return true;
-  const std::uint64_t position = streams_ ? order_.position(segment, upto) : order_.elements();
-  return board_of(*regions_[0]).staged.load(std::memory_order_acquire) >= position;
+  return staged_to(segment_target(segment, upto));
 }
 
-void RegionStaging::wait_wave(std::size_t wave) {
-  wait_for(0, streams_ ? order_.wave_end(wave) : order_.elements());
-}
+void RegionStaging::wait_wave(std::size_t wave) { wait_for(0, wave_target(wave)); }
 
-bool RegionStaging::staged_wave(std::size_t wave) {
-  if (regions_.empty() || !regions_[0]) return true;
-  const std::uint64_t position = streams_ ? order_.wave_end(wave) : order_.elements();
-  return board_of(*regions_[0]).staged.load(std::memory_order_acquire) >= position;
-}
+bool RegionStaging::staged_wave(std::size_t wave) { return staged_to(wave_target(wave)); }
 
 void RegionStaging::wait_all() {
   for (std::size_t l = 0; l < regions_.size(); ++l) wait_for(l, order_.elements());

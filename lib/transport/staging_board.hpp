@@ -106,6 +106,10 @@ class RegionStaging final : public collective::LocalStaging {
 
  private:
   void wait_for(std::size_t l, std::uint64_t position);
+  // Whether rank 0 staged up to `position` of the order.
+  [[nodiscard]] bool staged_to(std::uint64_t position) const;
+  [[nodiscard]] std::uint64_t segment_target(std::size_t segment, std::size_t upto) const;
+  [[nodiscard]] std::uint64_t wave_target(std::size_t wave) const;
   // Until counter (on rank l's board) reaches target, moving on as the
   // client stages; throws timeout naming the rank after a timeout's silence.
   template <class Counter>
