@@ -64,6 +64,17 @@ void no_delay(int fd) {
   (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // small frames go at once
 }
 
+// What the connection sent and the peer did not acknowledge for `timeout`
+// (a cut link, a host gone) ends it (ETIMEDOUT), so that the ring goes
+// back to ZeroMQ and connects anew a second later. Kept, such a connection
+// would carry data again only at the kernel's next retransmission, which
+// backs off while the link is down: tens of seconds after a long cut.
+void give_up_unacknowledged(int fd, std::chrono::milliseconds timeout) {
+  const unsigned int ms = static_cast<unsigned int>(
+      std::clamp<std::int64_t>(timeout.count(), 1, std::numeric_limits<int>::max()));
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+}
+
 // Names the congestion control of a socket this node sends on; false (and
 // errno) when the kernel refuses it.
 bool set_congestion(int fd, const std::string& name) {
@@ -249,6 +260,7 @@ void TcpData::connect(std::size_t peer, Deadline now) {
     return;
   }
   no_delay(o.fd);
+  give_up_unacknowledged(o.fd, options_.timeout);
   (void)set_congestion(o.fd, options_.congestion);  // the listening socket took it
   o.connected = false;
   o.since = now;

@@ -21,7 +21,9 @@
 //   everything after that on the connection. When the connection fails it
 //   queues data_via_zmq as its next ZeroMQ message and goes on there; what
 //   the connection still held is lost, as a broken ZeroMQ connection loses
-//   what it carried, and it connects again a second later.
+//   what it carried, and it connects again a second later. A connection
+//   whose bytes stay unacknowledged for the ring's timeout (a cut link)
+//   fails so too (TCP_USER_TIMEOUT), as ZeroMQ's heartbeats end its own.
 // - The receiver holds what a connection brings until data_via_tcp with its
 //   nonce arrives on ZeroMQ (so everything sent before it on ZeroMQ has been
 //   read), then reads it in order. data_via_zmq, or data_via_tcp with
@@ -62,7 +64,9 @@ struct TcpDataOptions {
   std::string bind_host;           // the numeric address this node's ring socket is bound to
   std::uint64_t ring = 0;          // wire::ring_fingerprint of the ring file
   std::size_t max_message_bytes = 256u << 20;
-  std::chrono::milliseconds timeout{10000};  // a connection's hello must come within it
+  // A connection's hello must come within it; what a connection sent must
+  // be acknowledged within it.
+  std::chrono::milliseconds timeout{10000};
   // The TCP congestion control of the connections this node sends on
   // (setsockopt TCP_CONGESTION); empty: the kernel's default.
   std::string congestion;
