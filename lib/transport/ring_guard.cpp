@@ -189,6 +189,10 @@ void ZmqRing::read_out_monitor(std::size_t n) {
     if (!id) return;
     if (*id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       peer.problem.clear();
+      if (tcp_) {  // a marker the old connection still carried was lost with it
+        tcp_->repeat_marker(n);
+        send_switches();
+      }
       continue;
     }
     if (!peer.reconnect_at) peer.reconnect_at = Clock::now() + kReconnectAfter;

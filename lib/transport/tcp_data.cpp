@@ -308,6 +308,10 @@ void TcpData::fail(std::size_t peer, Deadline now) {
 
 std::vector<TcpSwitch> TcpData::take_switches() { return std::exchange(switches_, {}); }
 
+void TcpData::repeat_marker(std::size_t peer) {
+  if (via_tcp(peer)) switches_.push_back({peer, true, out_[peer].nonce});
+}
+
 // --- receiving ----------------------------------------------------------------------
 
 bool TcpData::from_zmq(std::size_t peer, wire::RingKind kind, std::uint64_t nonce) {

@@ -31,6 +31,10 @@
 //   connection, and what it still held is dropped, never read out of order;
 //   a newer connection of the peer's, whose marker is still on its way,
 //   stays. One that ended without its marker coming goes a timeout later.
+//   A marker can be lost with a ZeroMQ connection that breaks (a lossy or
+//   cut link): the sender queues its current one again each time its
+//   ZeroMQ connection to the peer is made anew (repeat_marker), so that
+//   what a live connection brings is never held for good.
 //   Other ZeroMQ messages from a peer are read as they come, whatever its
 //   connection: a forged one is dropped by the ring's checks as before and
 //   ends nothing, and one from a peer that restarted without its old
@@ -140,6 +144,12 @@ class TcpData {
   [[nodiscard]] bool from_zmq(std::size_t peer, wire::RingKind kind, std::uint64_t nonce);
   // The markers to queue on ZeroMQ now, in order.
   [[nodiscard]] std::vector<TcpSwitch> take_switches();
+  // The ring's ZeroMQ connection to `peer` was made anew: the marker that
+  // sent its messages here may have been lost with the old one (and the
+  // peer holds what this connection brings until it comes), so it is
+  // queued again (take_switches). The peer takes a repeated one as a no-op.
+  // Nothing while `peer`'s messages go on ZeroMQ.
+  void repeat_marker(std::size_t peer);
 
   // --- the ring thread's poll ----------------------------------------------
   // Appends the sockets to poll; after_poll reads their results from the

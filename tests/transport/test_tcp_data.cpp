@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ring_links.hpp"
+#include "transport/tcp_data.hpp"
 #include "wire/tcp_frames.hpp"
 #include "wire/wire.hpp"
 
@@ -190,6 +191,80 @@ BOOST_AUTO_TEST_CASE(a_congestion_control_the_kernel_lacks_is_refused_at_start) 
   BOOST_CHECK_NO_THROW(zring::transport::TcpData{options});
   options.congestion.clear();  // the kernel's default
   BOOST_CHECK_NO_THROW(zring::transport::TcpData{options});
+}
+
+// What a connection brings is held until its marker comes on ZeroMQ; a
+// marker lost with a ZeroMQ connection that broke (a lossy link) would
+// hold it for good, and the peer would never be heard again. The ring
+// queues its marker again whenever its ZeroMQ connection to the peer is
+// made anew (repeat_marker): the peer then reads what was held, in order.
+BOOST_AUTO_TEST_CASE(a_marker_lost_on_zeromq_is_sent_again_and_the_held_messages_read) {
+  using zring::transport::TcpData;
+  const auto options = [](std::size_t self) {
+    zring::transport::TcpDataOptions o;
+    o.self = self;
+    o.hosts = {"127.0.0.1", "127.0.0.1"};
+    o.bind_host = "127.0.0.1";
+    o.ring = 42;
+    return o;
+  };
+  TcpData sender(options(0)), receiver(options(1));
+  // Both polled until `done`; false after 10 s.
+  const auto pump = [&](const auto& done) {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (!done()) {
+      if (Clock::now() > deadline) return false;
+      std::vector<zmq::pollitem_t> items;
+      sender.add_poll_items(items);
+      const std::size_t receiver_at = items.size();
+      receiver.add_poll_items(items);
+      (void)zmq::poll(items.data(), items.size(), std::chrono::milliseconds(10));
+      sender.after_poll(items.data(), Clock::now());
+      receiver.after_poll(items.data() + receiver_at, Clock::now());
+    }
+    return true;
+  };
+  BOOST_TEST(sender.take_switches().empty());
+  sender.repeat_marker(1);  // its messages go on ZeroMQ: no marker
+  BOOST_TEST(sender.take_switches().empty());
+  sender.heard_port(1, receiver.port(), Clock::now());
+  BOOST_TEST_REQUIRE(pump([&] { return sender.via_tcp(1); }));
+  const std::vector<zring::transport::TcpSwitch> first = sender.take_switches();
+  BOOST_TEST_REQUIRE(first.size() == 1u);
+  BOOST_TEST(first[0].to_tcp);
+  BOOST_TEST(first[0].peer == 1u);
+  // The marker is lost: the receiver never sees it.
+  zring::wire::RingHeader header;
+  header.kind = zring::wire::RingKind::heartbeat;
+  header.sender = 0;
+  header.generation = 7;
+  const std::vector<std::uint8_t> bytes = zring::wire::encode_ring_header(header);
+  sender.send(1, bytes, std::nullopt);
+  const std::size_t sent = zring::wire::kTcpHelloBytes +
+                           zring::wire::encode_tcp_prefix(bytes.size(), false, 0).size() +
+                           bytes.size();
+  BOOST_TEST_REQUIRE(pump([&] { return receiver.counters().bytes_received == sent; }));
+  BOOST_TEST(!receiver.has_arrival());  // read, and held: its marker has not come
+  // The ZeroMQ connection was made anew: the same marker again, not
+  // counted as another switch.
+  sender.repeat_marker(1);
+  const std::vector<zring::transport::TcpSwitch> again = sender.take_switches();
+  BOOST_TEST_REQUIRE(again.size() == 1u);
+  BOOST_TEST(again[0].to_tcp);
+  BOOST_TEST(again[0].peer == 1u);
+  BOOST_TEST(again[0].nonce == first[0].nonce);
+  BOOST_TEST(sender.counters().switches == 1u);
+  BOOST_TEST(!receiver.from_zmq(0, zring::wire::RingKind::data_via_tcp, again[0].nonce));
+  BOOST_TEST_REQUIRE(receiver.has_arrival());
+  const std::optional<zring::transport::TcpArrival> got = receiver.take_arrival();
+  BOOST_TEST_REQUIRE(got.has_value());
+  BOOST_TEST(got->peer == 0u);
+  BOOST_TEST((got->header == bytes));
+  BOOST_TEST(!got->has_payload);
+  // A marker that came twice is taken once: nothing more, nothing dropped.
+  BOOST_TEST(!receiver.from_zmq(0, zring::wire::RingKind::data_via_tcp, again[0].nonce));
+  BOOST_TEST(!receiver.has_arrival());
+  BOOST_TEST(receiver.counters().refused == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
