@@ -225,6 +225,13 @@ void write_wire_seeds(const fs::path& dir) {
   write(
       dir, "ipc-submit-staged",
       wire::encode_ipc(wire::Submit{9, 1, wait, wire::ValuesIn::staged, manifest(), {0.5f, 2.0f}}));
+  write(dir, "ipc-submit-staged-nan",  // a block holding nan: nan statistics
+        wire::encode_ipc(wire::Submit{9,
+                                      1,
+                                      wait,
+                                      wire::ValuesIn::staged,
+                                      manifest(),
+                                      {std::numeric_limits<float>::quiet_NaN(), 2.0f}}));
   write(dir, "ipc-result", wire::encode_ipc(wire::Result{9, 42, 4096, 65536, 8, 3, false}));
   write(dir, "ipc-result-shared", wire::encode_ipc(wire::Result{9, 42, 4096, 65536, 8, 3, true}));
   write(dir, "ipc-error",
