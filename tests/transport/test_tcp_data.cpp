@@ -51,6 +51,16 @@ struct RawClient {
   ~RawClient() { ::close(fd); }
 };
 
+// The options of node `self` of a two-node ring file on 127.0.0.1.
+zring::transport::TcpDataOptions two_nodes_on_loopback(std::size_t self) {
+  zring::transport::TcpDataOptions o;
+  o.self = self;
+  o.hosts = {"127.0.0.1", "127.0.0.1"};
+  o.bind_host = "127.0.0.1";
+  o.ring = 42;
+  return o;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(tcp_data)
@@ -174,9 +184,7 @@ BOOST_AUTO_TEST_CASE(a_forged_message_from_a_node_does_not_end_its_connection) {
 // tcp_congestion: asked of the kernel when the connections are set up, so a
 // name it does not have is refused at start, by name.
 BOOST_AUTO_TEST_CASE(a_congestion_control_the_kernel_lacks_is_refused_at_start) {
-  zring::transport::TcpDataOptions options;
-  options.hosts = {"127.0.0.1", "127.0.0.1"};
-  options.bind_host = "127.0.0.1";
+  zring::transport::TcpDataOptions options = two_nodes_on_loopback(0);
   options.congestion = "no_such_cc";
   try {
     zring::transport::TcpData data(options);
@@ -200,15 +208,7 @@ BOOST_AUTO_TEST_CASE(a_congestion_control_the_kernel_lacks_is_refused_at_start) 
 // made anew (repeat_marker): the peer then reads what was held, in order.
 BOOST_AUTO_TEST_CASE(a_marker_lost_on_zeromq_is_sent_again_and_the_held_messages_read) {
   using zring::transport::TcpData;
-  const auto options = [](std::size_t self) {
-    zring::transport::TcpDataOptions o;
-    o.self = self;
-    o.hosts = {"127.0.0.1", "127.0.0.1"};
-    o.bind_host = "127.0.0.1";
-    o.ring = 42;
-    return o;
-  };
-  TcpData sender(options(0)), receiver(options(1));
+  TcpData sender(two_nodes_on_loopback(0)), receiver(two_nodes_on_loopback(1));
   // Both polled until `done`; false after 10 s.
   const auto pump = [&](const auto& done) {
     const auto deadline = Clock::now() + std::chrono::seconds(10);
