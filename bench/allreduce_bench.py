@@ -70,6 +70,9 @@ def parse_args(argv):
     p.add_argument("--direct-bytes", type=int,
                    help="zringd direct_bytes (default: zringd's; 0: medium ops round the ring "
                         "instead of in two hops)")
+    p.add_argument("--busy-poll-us", type=int,
+                   help="zringd busy_poll_us (default: zringd's, 200; 0: the ring thread "
+                        "sleeps at once when it waits)")
     p.add_argument("--tcp-data", choices=("on", "off"),
                    help="zringd tcp_data (default: zringd's, on: ring messages between two "
                         "nodes on a TCP connection of their own; off: all on ZeroMQ)")
@@ -245,7 +248,8 @@ class Bench:
                 largest = max(a.sizes)
                 with runners.ZringRing(series, largest, a.chunk_bytes, a.gather_bytes,
                                        a.direct_bytes, a.tcp_data, a.tcp_congestion,
-                                       a.zringd_cpus == "spread") as ring:
+                                       a.zringd_cpus == "spread",
+                                       busy_poll_us=a.busy_poll_us) as ring:
                     for m in a.methods:
                         for api in a.zring_apis:
                             for layout in (("flat", "resnet50") if a.fusion else ("flat",)):

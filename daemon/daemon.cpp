@@ -106,8 +106,13 @@ std::string needs_restart(const RingConfig& running, const RingConfig& fresh) {
   add(running.local_ranks != fresh.local_ranks, "local_ranks");
   add(running.timeout != fresh.timeout, "timeout_ms");
   add(running.heartbeat != fresh.heartbeat, "heartbeat_ms");
+  add(running.busy_poll != fresh.busy_poll, "busy_poll_us");
   add(running.chunk_bytes != fresh.chunk_bytes, "chunk_bytes");
+  add(running.gather_bytes != fresh.gather_bytes, "gather_bytes");
+  add(running.direct_bytes != fresh.direct_bytes, "direct_bytes");
   add(running.max_message_bytes != fresh.max_message_bytes, "max_message_bytes");
+  add(running.tcp_data != fresh.tcp_data, "tcp_data");
+  add(running.tcp_congestion != fresh.tcp_congestion, "tcp_congestion");
   add(listen(running) != listen(fresh), "metrics");
   const auto secret = [](const RingConfig& c) {
     return c.curve ? c.curve->secret_key : std::string();

@@ -47,6 +47,7 @@ transport::ZmqRingOptions ring_options(const RingConfig& config) {
   options.heartbeat = config.heartbeat;
   options.max_message_bytes = config.max_message_bytes;
   options.tcp_data = config.tcp_data;
+  options.busy_poll = config.busy_poll;
   options.tcp_congestion = config.tcp_congestion == "system" ? "" : config.tcp_congestion;
   if (config.curve) {
     transport::CurveKeys keys;
@@ -323,8 +324,11 @@ void RingWorker::execute(OpJob& job) {
                     config_.timeout, r.ring.nodes(), r.ring.node());
     input.staging = &*staging;
   }
+  // An op of at most a chunk waits for a few messages, not for a stream of
+  // data: it looks for them without sleeping first (busy_poll_us).
+  const bool short_op = elements * sizeof(float) <= config_.chunk_bytes;
   try {
-    done.op = r.ring.begin_op();
+    done.op = r.ring.begin_op(short_op);
   } catch (const Error& e) {
     done.failure = Status{e.code(), e.what()};
     on_done_(std::move(done));

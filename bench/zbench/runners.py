@@ -154,7 +154,8 @@ class ZringRing:
     """One zringd per node, from a ring config written into the work dir."""
 
     def __init__(self, series, largest_bytes, chunk_bytes=None, gather_bytes=None,
-                 direct_bytes=None, tcp_data=None, tcp_congestion=None, spread_cpus=False):
+                 direct_bytes=None, tcp_data=None, tcp_congestion=None, spread_cpus=False,
+                 busy_poll_us=None):
         self.s = series
         self.spread_cpus = spread_cpus
         self.dir = series.out_dir("zringd")
@@ -179,6 +180,8 @@ class ZringRing:
             lines.append(f"gather_bytes: {gather_bytes}")
         if direct_bytes is not None:
             lines.append(f"direct_bytes: {direct_bytes}")
+        if busy_poll_us is not None:
+            lines.append(f"busy_poll_us: {busy_poll_us}")
         if tcp_data is not None:
             lines.append(f"tcp_data: {'true' if tcp_data == 'on' else 'false'}")
         if tcp_congestion is not None:

@@ -59,6 +59,7 @@ struct RingConfig {
                                   // unless the file says otherwise (1..nodes.size())
   std::chrono::milliseconds timeout{10000};    // deadline of every op phase
   std::chrono::milliseconds heartbeat{500};    // ring liveness interval
+  std::chrono::microseconds busy_poll{200};    // a short op's waits look without sleeping first
   std::size_t chunk_bytes = 1 << 20;           // ring pipelining unit (64 KiB..64 MiB)
   std::size_t gather_bytes = 192 << 10;        // ops a node sends at most this for go in one round
   std::size_t direct_bytes = 512 << 10;        // larger sums (3+ nodes) go round the ring

@@ -46,6 +46,9 @@ constexpr Range kTimeoutMs{100, 3'600'000};
 // Below 10 ms heartbeats would only add load; the upper bound that matters,
 // half of timeout_ms, is checked once the timeout is known.
 constexpr Range kHeartbeatMs{10, 3'600'000};
+// Looking for messages without sleeping for longer than 10 ms is a core
+// given to the ring, which CPUAffinity= says better.
+constexpr Range kBusyPollUs{0, 10'000};
 constexpr Range kChunkBytes{64 * KiB, 64 * MiB, true};
 // The lower bound that matters, chunk_bytes + kHeaderRoom, is checked against
 // chunk_bytes; 4 GiB keeps every length within msgpack's 32-bit sizes.
@@ -57,22 +60,12 @@ constexpr Range kDirectBytes{0, 1 * GiB, true};
 // The membership protocol names nodes in a bitmap of at most this many (wire::kMaxRingNodes).
 constexpr std::size_t kMaxNodes = 4096;
 
-constexpr std::array<std::string_view, 16> kTopKeys{"nodes",
-                                                    "self",
-                                                    "ipc",
-                                                    "local_ranks",
-                                                    "min_nodes",
-                                                    "timeout_ms",
-                                                    "heartbeat_ms",
-                                                    "chunk_bytes",
-                                                    "gather_bytes",
-                                                    "direct_bytes",
-                                                    "max_message_bytes",
-                                                    "log_level",
-                                                    "metrics",
-                                                    "curve",
-                                                    "tcp_data",
-                                                    "tcp_congestion"};
+constexpr std::array<std::string_view, 17> kTopKeys{
+    "nodes",         "self",         "ipc",          "local_ranks",
+    "min_nodes",     "timeout_ms",   "heartbeat_ms", "busy_poll_us",
+    "chunk_bytes",   "gather_bytes", "direct_bytes", "max_message_bytes",
+    "log_level",     "metrics",      "curve",        "tcp_data",
+    "tcp_congestion"};
 constexpr std::array<std::string_view, 5> kNodeKeys{"name", "address", "ipc", "public_key",
                                                     "secret_key_file"};
 constexpr std::array<std::string_view, 1> kMetricsKeys{"listen"};
@@ -219,6 +212,9 @@ void read_timing(const YAML::Node& root, const Where& top, RingConfig& config) {
   }
   config.timeout = std::chrono::milliseconds(timeout);
   config.heartbeat = std::chrono::milliseconds(heartbeat);
+  config.busy_poll = std::chrono::microseconds(
+      read_integer(root, "busy_poll_us", top, kBusyPollUs)
+          .value_or(static_cast<std::uint64_t>(config.busy_poll.count())));
 }
 
 void read_sizes(const YAML::Node& root, const Where& top, RingConfig& config) {

@@ -138,7 +138,11 @@ std::optional<collective::Message> ZmqRing::poll_once(Deadline until, Wakeup* wa
   const std::size_t tcp_at = items.size();
   if (tcp_) tcp_->add_poll_items(items);
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait);
-  (void)poll_items(items.data(), items.size(), ms);
+  // A short op, or the next request after one: looked for without sleeping first.
+  const auto busy = std::chrono::duration_cast<std::chrono::microseconds>(
+      op_ ? (short_op_ ? options_.busy_poll : Clock::duration::zero())
+          : std::max<Clock::duration>(busy_until_ - now, Clock::duration::zero()));
+  (void)poll_items(items.data(), items.size(), ms, busy);
   check_stall(Clock::now(), wait);  // beyond the wait asked for: stopped meanwhile
   if (tcp_) {
     tcp_->after_poll(items.data() + tcp_at, Clock::now());

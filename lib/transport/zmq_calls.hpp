@@ -35,7 +35,10 @@ decltype(auto) retry_interrupted(Call&& call) {
 // sleeps (once without waiting) and asks every ZeroMQ socket for its
 // events after each poll, two system calls a socket; this asks each before
 // it sleeps and afterwards only the ones whose descriptor woke it. A
-// negative timeout waits with no end, as zmq::poll's does.
-int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseconds timeout);
+// negative timeout waits with no end, as zmq::poll's does. For the first
+// `busy` of the wait it looks without sleeping, yielding the CPU between
+// looks: what comes then is seen without the wake-up of a sleeping thread.
+int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseconds timeout,
+               std::chrono::microseconds busy = std::chrono::microseconds(0));
 
 }  // namespace zring::transport

@@ -6,6 +6,7 @@
 // sleeping (what it signalled earlier and was not read does not signal
 // again) and after its descriptor woke the poll.
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -38,7 +39,8 @@ int socket_fd(void* socket) {
 
 }  // namespace
 
-int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseconds timeout) {
+int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseconds timeout,
+               std::chrono::microseconds busy) {
   thread_local std::vector<pollfd> fds;  // the ring thread polls often: no allocation a poll
   fds.resize(count);
   int ready = 0;
@@ -57,15 +59,29 @@ int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseco
       fds[i] = {item.fd, events, 0};
     }
   }
-  const auto until = std::chrono::steady_clock::now() + timeout;
+  const auto began = std::chrono::steady_clock::now();
+  const auto until = began + timeout;
+  // Looks without sleeping until then (never past the time given).
+  const auto busy_until = busy.count() <= 0     ? began
+                          : timeout.count() < 0 ? began + busy
+                                                : std::min(began + busy, until);
   for (;;) {
-    const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    const auto now = std::chrono::steady_clock::now();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - now);
     const int wait = ready ? 0
                      : timeout.count() < 0
                          ? -1  // as zmq::poll: no end
                          : static_cast<int>(std::max<std::int64_t>(left.count(), 0));
-    const int rc = ::poll(fds.data(), fds.size(), wait);
+    int rc = 0;
+    if (wait != 0 && now < busy_until) {
+      rc = ::poll(fds.data(), fds.size(), 0);
+      if (rc == 0) {
+        sched_yield();  // whoever else can run, a woken sender among them
+        continue;
+      }
+    } else {
+      rc = ::poll(fds.data(), fds.size(), wait);
+    }
     if (rc < 0 && errno == EINTR) continue;
     if (rc < 0) throw zmq::error_t();
     for (std::size_t i = 0; i < count; ++i) {

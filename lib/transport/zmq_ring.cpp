@@ -327,7 +327,7 @@ void ZmqRing::apply_membership() {
 
 // --- ops -------------------------------------------------------------------------
 
-std::uint64_t ZmqRing::begin_op() {
+std::uint64_t ZmqRing::begin_op(bool short_op) {
   if (!up()) throw Error(ErrorCode::peer_lost, "the ring is not up: " + down_reason());
   const std::uint64_t op = next_op_++;
   if (poisoned_) {
@@ -345,6 +345,7 @@ std::uint64_t ZmqRing::begin_op() {
   op_members_ = membership_.members();
   op_generation_ = generation();
   op_ = op;
+  short_op_ = short_op;
   op_failure_.reset();
   summaries_known_ = retry_ = data_ahead_ = false;
   membership_.op_began();
@@ -357,6 +358,7 @@ void ZmqRing::end_op(const std::optional<Status>& failure) {
   const bool aborted_by_others = op_failure_.has_value();
   const bool ring_changed = op_failure_ && retry_;
   const std::vector<std::uint32_t> ring = std::move(op_members_);
+  if (std::exchange(short_op_, false)) busy_until_ = Clock::now() + options_.busy_poll;
   op_.reset();
   put_back_.clear();
   op_failure_.reset();

@@ -63,6 +63,10 @@ struct ZmqRingOptions {
   bool tcp_data = true;
   // Their TCP congestion control (TcpDataOptions::congestion); empty: the kernel's default.
   std::string tcp_congestion;
+  // How long the ring thread looks for messages without sleeping (yielding
+  // the CPU between looks) before it sleeps, in a short op and after one,
+  // for the next request (begin_op); 0: it sleeps at once.
+  std::chrono::microseconds busy_poll{200};
 };
 
 // Counters for status and metrics.
@@ -129,8 +133,13 @@ class ZmqRing final : public collective::RingLink {
   // Starts the next op of the current generation; returns its number. The
   // ring's members stay those of this op (node(), nodes(), describe()) until
   // end_op. Precondition: up(). Throws Error(aborted) if the ring aborted
-  // this op before this node started it (its ranks were late).
-  std::uint64_t begin_op();
+  // this op before this node started it (its ranks were late). A short op
+  // (`short_op`: one that waits for a few messages, not for a stream of
+  // data) waits for its messages looking without sleeping for up to
+  // options.busy_poll each time, and so does the ring thread for
+  // options.busy_poll after it, for the next request: a wake-up of a
+  // sleeping thread costs as much as such an op's work.
+  std::uint64_t begin_op(bool short_op = false);
   // Ends the op, or (with how it failed on this node) fails it. A failure
   // every node reaches by itself (Status::everyone_knows, a manifest
   // mismatch) needs nothing more; any other is aborted on every member and
@@ -287,6 +296,8 @@ class ZmqRing final : public collective::RingLink {
   bool summaries_known_ = false;               // the op knows every summary
   bool retry_ = false;                         // op_failure_ is a ring change before that
   bool data_ahead_ = false;                    // data of the op went out before that
+  bool short_op_ = false;                      // begin_op's: it waits without sleeping first
+  collective::Deadline busy_until_{};          // after a short op: no sleep before then
   std::optional<collective::Deadline> alive_;  // when the ring thread last ran (check_stall)
   std::optional<Stall> stall_;
 

@@ -222,6 +222,7 @@ BOOST_AUTO_TEST_CASE(minimal_ring_gets_the_defaults) {
   BOOST_TEST(config.local_ranks == 1u);
   BOOST_TEST(config.timeout.count() == 10000);
   BOOST_TEST(config.heartbeat.count() == 500);
+  BOOST_TEST(config.busy_poll.count() == 200);
   BOOST_TEST(config.chunk_bytes == 1u << 20);
   BOOST_TEST(config.gather_bytes == 192u << 10);
   BOOST_TEST(config.direct_bytes == 512u << 10);
@@ -260,9 +261,10 @@ BOOST_AUTO_TEST_CASE(every_setting_is_read) {
       parse_config(kRing +
                        "local_ranks: 8\ntimeout_ms: 20000\nheartbeat_ms: 250\n"
                        "chunk_bytes: 65536\nmax_message_bytes: 131072\nlog_level: debug\n"
-                       "gather_bytes: 0\ndirect_bytes: 4096\n",
+                       "gather_bytes: 0\ndirect_bytes: 4096\nbusy_poll_us: 0\n",
                    "ring.yaml");
   BOOST_TEST(config.local_ranks == 8u);
+  BOOST_TEST(config.busy_poll.count() == 0);
   BOOST_TEST(config.timeout.count() == 20000);
   BOOST_TEST(config.heartbeat.count() == 250);
   BOOST_TEST(config.chunk_bytes == 65536u);
@@ -297,7 +299,8 @@ BOOST_AUTO_TEST_CASE(bounds_are_inclusive) {
        {"local_ranks: 1024\n", "timeout_ms: 100\n", "timeout_ms: 3600000\n", "chunk_bytes: 65536\n",
         "chunk_bytes: 67108864\n", "heartbeat_ms: 10\n", "heartbeat_ms: 4999\n",
         "max_message_bytes: 1114112\n", "max_message_bytes: 4294967296\n", "gather_bytes: 0\n",
-        "gather_bytes: 67108864\n", "direct_bytes: 0\n", "direct_bytes: 1073741824\n"}) {
+        "gather_bytes: 67108864\n", "direct_bytes: 0\n", "direct_bytes: 1073741824\n",
+        "busy_poll_us: 0\n", "busy_poll_us: 10000\n"}) {
     BOOST_CHECK_NO_THROW(parse_config(kRing + extra, "ring.yaml"));
   }
 }
@@ -653,6 +656,9 @@ BOOST_AUTO_TEST_CASE(out_of_range_and_malformed) {
       {"direct_bytes: 1073741825",
        "ring.yaml: direct_bytes: 1073741825 is above 1073741824 (1 GiB)"},
       {"direct_bytes: -1", "ring.yaml: direct_bytes: -1 is below 0"},
+      {"busy_poll_us: 10001", "ring.yaml: busy_poll_us: 10001 is above 10000"},
+      {"busy_poll_us: -5", "ring.yaml: busy_poll_us: -5 is below 0"},
+      {"busy_poll_us: 0.5", "ring.yaml: busy_poll_us: '0.5' is not an integer"},
       {"min_nodes: 0", "ring.yaml: min_nodes: 0 is below 1"},
       {"min_nodes: 3", "ring.yaml: min_nodes: 3 is above 2"},
       {"max_message_bytes: 1000", "ring.yaml: max_message_bytes: 1000 is below 131072 (128 KiB)"},
@@ -695,7 +701,8 @@ BOOST_AUTO_TEST_CASE(unknown_key_names_it_and_lists_the_known_ones) {
   BOOST_TEST(
       contains(message,
                "(known keys: nodes, self, ipc, local_ranks, min_nodes, timeout_ms, heartbeat_ms, "
-               "chunk_bytes, gather_bytes, direct_bytes, max_message_bytes, log_level, metrics, "
+               "busy_poll_us, chunk_bytes, gather_bytes, direct_bytes, max_message_bytes, "
+               "log_level, metrics, "
                "curve, tcp_data, tcp_congestion)"));
   BOOST_TEST(contains(error_of(kRing + "Local_ranks: 2\n"), "did you mean 'local_ranks'?"));
   const std::string unrelated = error_of(kRing + "frobnicate: 1\n");

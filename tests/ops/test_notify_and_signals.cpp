@@ -228,9 +228,12 @@ BOOST_AUTO_TEST_CASE(sighup_rereads_the_log_level_and_says_so) {
   std::string slower =
       std::regex_replace(debug, std::regex("timeout_ms: 2000"), "timeout_ms: 3000");
   slower = std::regex_replace(slower, std::regex("log_level: debug"), "log_level: warn");
+  slower += "busy_poll_us: 0\ngather_bytes: 0\n";
   BOOST_REQUIRE(reload(slower, 2));
   BOOST_TEST(contains(daemons.log(0), "log level warn"), daemons.log(0));
-  BOOST_TEST(contains(daemons.log(0), "changes to timeout_ms take effect after a restart"),
+  BOOST_TEST(contains(daemons.log(0),
+                      "changes to timeout_ms, busy_poll_us, gather_bytes take effect after a "
+                      "restart"),
              daemons.log(0));
 
   // A broken file: the running configuration stays, the daemon runs on.

@@ -2,7 +2,8 @@
 // contract in fewer system calls. Level-triggered for ZeroMQ sockets too
 // (a message left unread is reported again without anything new), plain
 // descriptors beside them, a wake-up by a message sent while it sleeps,
-// and a hung-up descriptor reported as an error.
+// a wait that looks without sleeping first, and a hung-up descriptor
+// reported as an error.
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -106,6 +107,41 @@ BOOST_AUTO_TEST_CASE(a_message_sent_while_it_sleeps_wakes_it) {
       BOOST_TEST((std::chrono::steady_clock::now() - began < 30s));  // woken, not timed out
     }
   }
+}
+
+// The busy part of a wait (looking without sleeping) sees what comes in it,
+// then sleeps for the rest; it never runs past the time given, and a wait of
+// no time has no busy part.
+BOOST_AUTO_TEST_CASE(a_busy_wait_sees_what_comes_then_sleeps_for_the_rest) {
+  for (const auto& [busy, late] : {std::pair{std::chrono::microseconds(10s), 20ms},
+                                   std::pair{std::chrono::microseconds(5ms), 100ms}}) {
+    BOOST_TEST_CONTEXT("busy " << busy.count() << " us, sent after " << late.count() << " ms") {
+      Pipe pipe;
+      Fds fds;
+      zmq::pollitem_t items[] = {{pipe.pull.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, fds.read, ZMQ_POLLIN, 0}};
+      std::jthread sender([&] {
+        std::this_thread::sleep_for(late);
+        pipe.send("late");
+        BOOST_TEST(::write(fds.write, "x", 1) == 1);
+      });
+      // The message and the byte may come in two looks.
+      do {
+        BOOST_TEST_REQUIRE(poll_items(items, 2, 60s, busy) >= 1);
+      } while (items[0].revents != ZMQ_POLLIN || items[1].revents != ZMQ_POLLIN);
+    }
+  }
+  Pipe pipe;
+  zmq::pollitem_t item{pipe.pull.handle(), 0, ZMQ_POLLIN, 0};
+  BOOST_TEST(poll_items(&item, 1, 0ms, std::chrono::microseconds(10s)) == 0);
+  const auto began = std::chrono::steady_clock::now();
+  BOOST_TEST(poll_items(&item, 1, 30ms, std::chrono::microseconds(60s)) == 0);
+  const auto took = std::chrono::steady_clock::now() - began;
+  BOOST_TEST((took >= 30ms));
+  BOOST_TEST((took < 30s));  // the time given, not the busy part's
+  pipe.send("there");
+  BOOST_TEST(poll_items(&item, 1, 10s, std::chrono::microseconds(10s)) == 1);
+  BOOST_TEST(item.revents == ZMQ_POLLIN);
 }
 
 BOOST_AUTO_TEST_CASE(a_hung_up_descriptor_is_reported_as_an_error) {
