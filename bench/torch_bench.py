@@ -128,6 +128,9 @@ def parse_args(argv):
     p.add_argument("--bucket-cap-mb", type=float_list, default=[25.0],
                    help="ddp: DDP bucket_cap_mb, a list (default 25, DDP's default)")
     # common
+    p.add_argument("--busy-poll-us", type=int,
+                   help="zringd busy_poll_us (default: zringd's, 200; 0: the ring thread "
+                        "sleeps at once when it waits)")
     p.add_argument("--build-dir", default=os.environ.get("BUILD_DIR",
                                                          os.path.join(ROOT, "build-bench")))
     p.add_argument("--out", help="results directory (default results/<time>-torch-<mode>)")
@@ -259,7 +262,8 @@ class TorchBench:
                "methods": a.methods, "threads": a.threads[0], "barrier": a.barrier,
                "paths": [x.strip() for x in a.paths.split(",") if x.strip()]}
         before = load()
-        with runners.ZringRing(self.series(net, "allreduce"), a.numel * 4) as ring:
+        with runners.ZringRing(self.series(net, "allreduce"), a.numel * 4,
+                               busy_poll_us=a.busy_poll_us) as ring:
             out = self.launch(net, "allreduce", cfg, ring)
         rows, notes = torch_stats.summarize_allreduce(out, a.ranks)
         for p, r in rows:
@@ -298,7 +302,8 @@ class TorchBench:
                 t0 = time.monotonic()
                 try:
                     if variant.startswith("zring"):
-                        with runners.ZringRing(self.series(net, safe), 0) as ring:
+                        with runners.ZringRing(self.series(net, safe), 0,
+                                               busy_poll_us=a.busy_poll_us) as ring:
                             out = self.launch(net, safe, cfg, ring)
                     else:
                         out = self.launch(net, safe, cfg)
