@@ -239,11 +239,13 @@ struct ChunkSums {
   std::size_t sent_ahead = 0;
 };
 
-// The direct schedule (direct_allreduce.cpp), for FloatLane and CodeLane.
+// The direct schedule (direct_allreduce.cpp), for FloatLane, HalfLane and
+// CodeLane.
 template <class Lane>
 void direct_allreduce(ChunkSums<Lane>& sums);
 // Its first messages, as far as this node's values are staged; returns
-// how many went.
-std::size_t direct_send_ahead(ChunkSums<FloatLane>& sums);
+// how many went. For FloatLane and HalfLane.
+template <class Lane>
+std::size_t direct_send_ahead(ChunkSums<Lane>& sums);
 
 }  // namespace zring::collective::detail

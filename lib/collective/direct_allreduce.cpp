@@ -188,8 +188,19 @@ class DirectAllreduce {
       }
       const Acc* mine = c_.local_block(begin + at, len);
       Acc* sums = c_.sums_block(begin + at);
-      for (std::size_t i = 0; i < len; ++i) sums[i] = acc[i] + mine[i];
-      out_lane.encode(sums, len, wire.data.get() + out_lane.wire_bytes(at));
+      std::uint8_t* out = wire.data.get() + out_lane.wire_bytes(at);
+      if constexpr (Lane::kRounds) {
+        // As the ring's owner: the partial sum as it would arrive (in its
+        // wire form), this node's values added as the lane adds them, and
+        // kept as they are sent.
+        in_lane.encode(acc, len, out);
+        in_lane.decode_add(out, len, mine, sums);
+        out_lane.encode(sums, len, out);
+        out_lane.decode(out, len, sums);
+      } else {
+        for (std::size_t i = 0; i < len; ++i) sums[i] = acc[i] + mine[i];
+        out_lane.encode(sums, len, out);
+      }
       if (c_.io) c_.io->result(begin + at, len, sums);
     }
     if (!c_.io) c_.finish(begin, begin + n);
@@ -224,7 +235,8 @@ void direct_allreduce(ChunkSums<Lane>& sums) {
   DirectAllreduce<Lane>(sums).run();
 }
 
-std::size_t direct_send_ahead(ChunkSums<FloatLane>& c) {
+template <class Lane>
+std::size_t direct_send_ahead(ChunkSums<Lane>& c) {
   std::size_t sent = 0;
   each_own_value(c, [&](std::size_t, std::size_t s, std::size_t chunk) {
     const std::size_t end = c.geometry.range(s, chunk).second;
@@ -237,6 +249,9 @@ std::size_t direct_send_ahead(ChunkSums<FloatLane>& c) {
 }
 
 template void direct_allreduce<FloatLane>(ChunkSums<FloatLane>&);
+template void direct_allreduce<HalfLane>(ChunkSums<HalfLane>&);
 template void direct_allreduce<CodeLane>(ChunkSums<CodeLane>&);
+template std::size_t direct_send_ahead<FloatLane>(ChunkSums<FloatLane>&);
+template std::size_t direct_send_ahead<HalfLane>(ChunkSums<HalfLane>&);
 
 }  // namespace zring::collective::detail

@@ -269,19 +269,18 @@ class RingAllreduce {
 // less well than the ring's one: measured on 1 Gbit/s, `none` of 1 MiB took
 // 5-9% longer, `quant:8` of 256 KiB to 1 MiB 8-19% less (docs/benchmarks.md).
 // So only for ops whose sums take at most direct_bytes on the wire, and
-// never for lanes that round at every hop (the ring's order of roundings
-// is the method's definition).
+// for lanes that round at every hop only where the owner can make the
+// ring's roundings (the ring's order of roundings is the method's
+// definition: takes_direct_schedule).
 template <class Lane>
 void run(ChunkSums<Lane>& c) {
   if (c.nodes == 1) {
     c.finish_locally();
     return;
   }
-  if constexpr (!Lane::kRounds) {
-    if (c.direct()) {
-      detail::direct_allreduce(c);
-      return;
-    }
+  if (c.direct()) {
+    detail::direct_allreduce(c);
+    return;
   }
   RingAllreduce<Lane>(c).run();
 }
@@ -309,9 +308,7 @@ std::size_t ring_allreduce_send_ahead(RingLink& link, const Lane& lane,
   ChunkSums<Lane> sums(link, lane, local, nullptr, nullptr, elements, options, stats, 1,
                        std::move(local_owner), staging);
   if (sums.nodes == 1) return 0;
-  if constexpr (!Lane::kRounds) {
-    if (sums.direct()) return detail::direct_send_ahead(sums);
-  }
+  if (sums.direct()) return detail::direct_send_ahead(sums);
   return RingAllreduce<Lane>::send_ahead(sums);
 }
 

@@ -57,15 +57,18 @@ class BlockIo {
 
 // Whether an op takes the direct schedule: on 3 nodes or more, when its
 // complete sums (the lane carrying every node's values) take at most
-// options.direct_bytes on the wire; never for lanes that round.
+// options.direct_bytes on the wire. A lane that rounds at every hop only
+// when each node's values enter the ring's sums as their first hop's wire
+// form (HalfLane::round_local: one local rank, rounded as it is added),
+// so that the owner, given those, makes the ring's roundings in the
+// ring's order; a node's sum over several ranks enters unrounded.
 template <class Lane>
 bool takes_direct_schedule(const Lane& complete, std::size_t elements, std::size_t nodes,
                            const RingOptions& options) {
   if constexpr (Lane::kRounds) {
-    return false;
-  } else {
-    return nodes >= 3 && complete.wire_bytes(elements) <= options.direct_bytes;
+    if (!complete.round_local) return false;
   }
+  return nodes >= 3 && complete.wire_bytes(elements) <= options.direct_bytes;
 }
 
 // Sums `local` (this node's contribution, `elements` values) over every node
@@ -84,7 +87,8 @@ bool takes_direct_schedule(const Lane& complete, std::size_t elements, std::size
 // lane may be narrower on the early hops.
 //
 // The direct schedule, for ops whose sums take at most options.direct_bytes
-// on the wire, on 3 nodes or more (not for lanes that round, fp16/bf16):
+// on the wire, on 3 nodes or more (fp16/bf16 only of one local rank, see
+// takes_direct_schedule):
 // the same segments, chunks and owners (node s - 1 owns segment s), but
 // each node sends its values of a chunk straight to the chunk's owner
 // (Phase::to_owner), which sums them in the ring's order - the same bits -

@@ -49,8 +49,10 @@ namespace zring::wire {
 // and the kinds data_via_tcp and data_via_zmq, tcp_frames.hpp; the status
 // report says of each member whether ring messages to it go on TCP; the
 // request socket, daemon/request_socket.hpp; 8: a local rank has two shared
-// buffers, Attach and the shared and staged Submits name theirs).
-inline constexpr std::uint32_t kWireVersion = 8;
+// buffers, Attach and the shared and staged Submits name theirs; 9: fp16
+// and bf16 ops of one local rank take the direct schedule, which nodes of
+// version 8 would wait for in vain).
+inline constexpr std::uint32_t kWireVersion = 9;
 
 // What a message is. Values are part of the wire format: never renumber.
 enum class MessageType : std::uint32_t {

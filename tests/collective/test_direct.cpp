@@ -224,18 +224,23 @@ BOOST_AUTO_TEST_CASE(values_go_right_behind_the_summary_and_no_sum_before_all_ar
 
 // With the default direct_bytes (512 KiB of sums on the wire), the same
 // 400000 values go direct as quant:8 codes (10 bits a sum on 4 nodes, some
-// 490 KiB) and round the ring as float32 sums (1.6 MB); and float32 ops
-// go direct up to 131072 values.
+// 490 KiB) and round the ring as float32 sums (1.6 MB); float32 ops go
+// direct up to 131072 values, fp16 ones of one local rank up to 262144;
+// fp16 of two local ranks never (a node's sum of two ranks enters the
+// ring's sums unrounded, which its fp16 values cannot carry to the owner).
 BOOST_AUTO_TEST_CASE(the_default_takes_the_direct_schedule_by_the_bytes_of_the_sums) {
   const std::size_t nodes = 4;
   struct Case {
     const char* method;
     std::size_t elements;
     bool direct;
+    std::size_t local = 1;
   };
-  for (const Case& c : {Case{"quant:8", 400000, true}, Case{"none", 400000, false},
-                        Case{"none", 131072, true}, Case{"none", 131073, false}}) {
-    BOOST_TEST_INFO(c.method << " of " << c.elements);
+  for (const Case& c :
+       {Case{"quant:8", 400000, true}, Case{"none", 400000, false}, Case{"none", 131072, true},
+        Case{"none", 131073, false}, Case{"fp16", 262144, true}, Case{"bf16", 262145, false},
+        Case{"fp16", 100000, false, 2}}) {
+    BOOST_TEST_INFO(c.method << " of " << c.elements << " on " << c.local << " local ranks");
     InprocRing ring(nodes);
     std::atomic<std::size_t> to_owner{0}, reduce{0};
     ring.set_filter([&](std::size_t, const Message& m) {
@@ -243,10 +248,10 @@ BOOST_AUTO_TEST_CASE(the_default_takes_the_direct_schedule_by_the_bytes_of_the_s
       if (m.tag.phase == Phase::reduce) ++reduce;
       return std::vector<Message>{m};
     });
-    Residuals residuals(nodes, std::vector<codec::ErrorFeedback>(1));
+    Residuals residuals(nodes, std::vector<codec::ErrorFeedback>(c.local));
     RingRun run;
-    run_op(ring, 1, CompressionMethod::parse(c.method), make_inputs(nodes, 0, {c.elements}), 0,
-           residuals, run, 1 << 16);
+    run_op(ring, c.local, CompressionMethod::parse(c.method),
+           make_inputs(nodes * c.local, 0, {c.elements}), 0, residuals, run, 1 << 16);
     check_same_bits(run);
     BOOST_TEST((to_owner.load() > 0) == c.direct);
     BOOST_TEST((reduce.load() > 0) == !c.direct);

@@ -57,15 +57,15 @@ BOOST_AUTO_TEST_CASE(every_kind_round_trips_as_itself) {
 }
 
 BOOST_AUTO_TEST_CASE(layouts_are_pinned) {
-  // fixarray of 4: version 8, type 4, kind 6, request 0.
-  BOOST_TEST(wire::encode_ipc(wire::Keepalive{}) == (Bytes{0x94, 8, 4, 6, 0}),
+  // fixarray of 4: version 9, type 4, kind 6, request 0.
+  BOOST_TEST(wire::encode_ipc(wire::Keepalive{}) == (Bytes{0x94, 9, 4, 6, 0}),
              boost::test_tools::per_element());
   // fixarray of 7: 8, 4, kind 1, request 0, local_rank 0, timeout_ms 0, sent_ns 0.
-  BOOST_TEST(wire::encode_ipc(wire::Hello{}) == (Bytes{0x97, 8, 4, 1, 0, 0, 0, 0}),
+  BOOST_TEST(wire::encode_ipc(wire::Hello{}) == (Bytes{0x97, 9, 4, 1, 0, 0, 0, 0}),
              boost::test_tools::per_element());
   // fixarray of 8: 8, 4, kind 3, request 0, local_rank, timeout_ms, sent_ns,
   // manifest ["", [], kind 1 (all-reduce), root 0].
-  const Bytes submit = {0x98, 8, 4, 3, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0};
+  const Bytes submit = {0x98, 9, 4, 3, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0};
   BOOST_TEST(wire::encode_ipc(wire::Submit{}) == submit, boost::test_tools::per_element());
   wt::check_equal(wire::decode_ipc(submit.data(), submit.size()), wire::Submit{});
   // fixarray of 9: 8, 4, kind 9 (submit_shared), request 0, local_rank,
@@ -73,15 +73,15 @@ BOOST_AUTO_TEST_CASE(layouts_are_pinned) {
   wire::Submit shared;
   shared.values = wire::ValuesIn::shared_buffer;
   shared.buffer = wire::SharedSlot::tensors;
-  const Bytes in_tensors = {0x99, 8, 4, 9, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0, 1};
+  const Bytes in_tensors = {0x99, 9, 4, 9, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0, 1};
   BOOST_TEST(wire::encode_ipc(shared) == in_tensors, boost::test_tools::per_element());
   wt::check_equal(wire::decode_ipc(in_tensors.data(), in_tensors.size()), shared);
   // fixarray of 9: 8, 4, kind 8 (attach), request 0, local_rank, timeout_ms,
   // sent_ns, bytes 0, buffer 0 (ops).
-  BOOST_TEST(wire::encode_ipc(wire::Attach{}) == (Bytes{0x99, 8, 4, 8, 0, 0, 0, 0, 0, 0}),
+  BOOST_TEST(wire::encode_ipc(wire::Attach{}) == (Bytes{0x99, 9, 4, 8, 0, 0, 0, 0, 0, 0}),
              boost::test_tools::per_element());
   // fixarray of 6: 8, 4, kind 5, request 9, error_code 10 (peer_lost), text "".
-  const Bytes error = {0x96, 8, 4, 5, 9, 10, 0xa0};
+  const Bytes error = {0x96, 9, 4, 5, 9, 10, 0xa0};
   BOOST_TEST(wire::encode_ipc(wire::ErrorReply{9, ErrorCode::peer_lost, ""}) == error,
              boost::test_tools::per_element());
   BOOST_TEST(static_cast<int>(ErrorCode::peer_lost) == 10);
@@ -200,7 +200,7 @@ BOOST_AUTO_TEST_CASE(kinds_out_of_range_and_roots_too_short) {
       wt::expect_malformed(ipc, wt::pack_value(m), "wire: IPC message: kind: ");
     }
   }
-  expect_error({0x92, 8, 4}, "wire: IPC message: array of 2 items, expected 4..10");
+  expect_error({0x92, 9, 4}, "wire: IPC message: array of 2 items, expected 4..10");
   Value m = ipc_value(IpcKind::keepalive);
   m[2] = "keepalive";
   expect_error(wt::pack_value(m), "wire: IPC message: kind: not an unsigned integer");

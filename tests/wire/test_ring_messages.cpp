@@ -88,10 +88,10 @@ BOOST_AUTO_TEST_CASE(layout_is_pinned) {
   h.tag = {Phase::reduce, 5, 6, 7};
   h.text = "x";
   h.data_port = 300;
-  // fixarray of 15: version 8, type 2, kind, generation, op, sender, phase,
+  // fixarray of 15: version 9, type 2, kind, generation, op, sender, phase,
   // segment, chunk, hop, origin, error_code, text, members (bin 8 of 0
   // bytes), data_port (uint16 300).
-  const Bytes want = {0x9f, 8, 2, 1,    3,   4,    1, 2,    5,    6,
+  const Bytes want = {0x9f, 9, 2, 1,    3,   4,    1, 2,    5,    6,
                       7,    0, 0, 0xa1, 'x', 0xc4, 0, 0xcd, 0x01, 0x2c};
   BOOST_TEST(wire::encode_ring_header(h) == want, boost::test_tools::per_element());
 }
@@ -203,14 +203,14 @@ BOOST_AUTO_TEST_CASE(bounds_of_the_tree) {
   Bytes trailing = wt::pack_value(ring_value());
   trailing.push_back(0xc0);
   wt::expect_malformed(ring, trailing, "trailing");
-  wt::expect_malformed(ring, Bytes{0x93, 8, 2, 0x80}, "map");  // [8, 2, {}]
+  wt::expect_malformed(ring, Bytes{0x93, 9, 2, 0x80}, "map");  // [9, 2, {}]
 }
 
 BOOST_AUTO_TEST_CASE(other_message_types) {
   const Bytes s = wire::encode_summary(wt::sample_summary());
   wt::expect_malformed(ring, s, "expected a message of type 2 (ring header), got type 3");
   wt::expect_malformed(ring, wire::encode_gradients({}), "got type 1 (gradients)");
-  wt::expect_malformed(ring, Bytes{0x92, 8, 6}, "unknown message type 6");
+  wt::expect_malformed(ring, Bytes{0x92, 9, 6}, "unknown message type 6");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -229,7 +229,7 @@ BOOST_AUTO_TEST_CASE(empty_summary_round_trips) {
   const Bytes bytes = wire::encode_summary(s);
   // fixarray of 8: 7, 3, [method "", [], kind 1, root 0], error "", code 0,
   // bin 0, bin 0, 0.
-  const Bytes want = {0x98, 8, 3, 0x94, 0xa0, 0x90, 1, 0, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
+  const Bytes want = {0x98, 9, 3, 0x94, 0xa0, 0x90, 1, 0, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
   BOOST_TEST(bytes == want, boost::test_tools::per_element());
   wt::check_equal(wire::decode_summary(bytes.data(), bytes.size()), s);
 }
