@@ -70,9 +70,7 @@ def parse_args(argv):
     p.add_argument("--direct-bytes", type=int,
                    help="zringd direct_bytes (default: zringd's; 0: medium ops round the ring "
                         "instead of in two hops)")
-    p.add_argument("--busy-poll-us", type=int,
-                   help="zringd busy_poll_us (default: zringd's, 200; 0: the ring thread "
-                        "sleeps at once when it waits)")
+    p.add_argument("--busy-poll-us", type=int, help=runners.BUSY_POLL_HELP)
     p.add_argument("--tcp-data", choices=("on", "off"),
                    help="zringd tcp_data (default: zringd's, on: ring messages between two "
                         "nodes on a TCP connection of their own; off: all on ZeroMQ)")

@@ -128,9 +128,7 @@ def parse_args(argv):
     p.add_argument("--bucket-cap-mb", type=float_list, default=[25.0],
                    help="ddp: DDP bucket_cap_mb, a list (default 25, DDP's default)")
     # common
-    p.add_argument("--busy-poll-us", type=int,
-                   help="zringd busy_poll_us (default: zringd's, 200; 0: the ring thread "
-                        "sleeps at once when it waits)")
+    p.add_argument("--busy-poll-us", type=int, help=runners.BUSY_POLL_HELP)
     p.add_argument("--build-dir", default=os.environ.get("BUILD_DIR",
                                                          os.path.join(ROOT, "build-bench")))
     p.add_argument("--out", help="results directory (default results/<time>-torch-<mode>)")

@@ -150,6 +150,11 @@ def spread_cpu(n):
     return cpus[n % len(cpus)]
 
 
+# The benchmarks' --busy-poll-us (ZringRing's busy_poll_us).
+BUSY_POLL_HELP = ("zringd busy_poll_us (default: zringd's, 200; 0: the ring thread sleeps at "
+                  "once when it waits)")
+
+
 class ZringRing:
     """One zringd per node, from a ring config written into the work dir."""
 
