@@ -380,6 +380,17 @@ void IpcServer::ring_reported(const RingState& state) {
   if (state.up && !stats_.ring.up)
     log_info("ring up (generation " + std::to_string(state.generation) + ")");
   if (!state.up && stats_.ring.up) log_warn("ring down: " + state.reason);
+  for (std::size_t n = 0; n < state.mismatches.size(); ++n) {
+    const std::string& was = n < stats_.ring.mismatches.size() ? stats_.ring.mismatches[n] : "";
+    if (state.mismatches[n] == was) continue;
+    const std::string node =
+        "node '" + config_.nodes.at(n).name + "' (" + config_.nodes.at(n).address + ")";
+    if (!state.mismatches[n].empty())
+      log_error(node + " has other settings than this node: " + state.mismatches[n] +
+                "; its ring file differs, and it stays out of the ring until they agree");
+    else
+      log_info(node + " has the same settings as this node again");
+  }
   const transport::RingCounters& counted = state.counters;
   const transport::RingCounters& before = stats_.ring.counters;
   if (counted.dropped > before.dropped)

@@ -44,6 +44,8 @@ wire::MemberState member_state(transport::PeerState state) {
       return wire::MemberState::live;
     case transport::PeerState::silent:
       return wire::MemberState::down;
+    case transport::PeerState::mismatched:
+      return wire::MemberState::mismatched;
     case transport::PeerState::unknown:
       break;
   }
@@ -214,8 +216,9 @@ wire::DaemonStatus status_report(const DaemonStats& stats, const RingConfig& con
                                     : n == config.self_index ? wire::MemberState::self
                                                              : wire::MemberState::unknown;
     const bool on_tcp = n < ring.data_on_tcp.size() && ring.data_on_tcp[n];
-    s.members.push_back(
-        {config.nodes[n].name, config.nodes[n].address, n * config.local_ranks, state, on_tcp});
+    const std::string mismatch = n < ring.mismatches.size() ? clip(ring.mismatches[n], 512) : "";
+    s.members.push_back({config.nodes[n].name, config.nodes[n].address, n * config.local_ranks,
+                         state, on_tcp, mismatch});
   }
   s.ops_done = stats.ops_done;
   s.ops_failed = stats.ops_failed;

@@ -48,6 +48,10 @@ transport::ZmqRingOptions ring_options(const RingConfig& config) {
   options.max_message_bytes = config.max_message_bytes;
   options.tcp_data = config.tcp_data;
   options.busy_poll = config.busy_poll;
+  options.settings.local_ranks = static_cast<std::uint32_t>(config.local_ranks);
+  options.settings.chunk_bytes = config.chunk_bytes;
+  options.settings.gather_bytes = config.gather_bytes;
+  options.settings.direct_bytes = config.direct_bytes;
   options.tcp_congestion = config.tcp_congestion == "system" ? "" : config.tcp_congestion;
   if (config.curve) {
     transport::CurveKeys keys;
@@ -253,6 +257,7 @@ std::optional<RingState> RingWorker::changed_state(bool bytes_may_wait, bool* on
   for (std::size_t n = 0; n < config_.nodes.size(); ++n) {
     state.peers.push_back(membership.peer(n, now));
     state.data_on_tcp.push_back(r.ring.data_on_tcp(n));
+    state.mismatches.push_back(membership.mismatch(n));
   }
   for (const std::uint32_t m : membership.members())
     state.members.push_back(config_.nodes.at(m).name);

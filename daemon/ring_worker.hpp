@@ -127,6 +127,9 @@ struct RingState {
   // Per listed node: whether this node's messages to it go on its TCP data
   // connection (transport/tcp_data.hpp) rather than on ZeroMQ.
   std::vector<bool> data_on_tcp;
+  // Per listed node: what differs between its settings and this node's
+  // (Membership::mismatch); empty while they agree.
+  std::vector<std::string> mismatches;
 
   bool operator==(const RingState&) const = default;
 };

@@ -160,7 +160,9 @@ void print_members(const DaemonStatus& report) {
                               : member.state == State::up   ? "in the ring"
                               : member.state == State::live ? "live, not in the ring"
                               : member.state == State::down ? "unreachable"
-                                                            : "not heard yet";
+                              : member.state == State::mismatched
+                                  ? "left out, other settings: " + member.mismatch
+                                  : "not heard yet";
     // Where this node's ring messages to it go (tcp_data), while it is a member.
     const std::string path = member.state != State::up ? "-"
                              : member.data_on_tcp      ? "tcp (data port)"

@@ -44,7 +44,8 @@ std::string json_members(const wire::DaemonStatus& s, std::size_t budget) {
                          ",\"address\":" + json_string(m.address) +
                          ",\"first_rank\":" + std::to_string(m.first_rank) +
                          ",\"state\":" + json_string(wire::member_state_name(m.state)) +
-                         ",\"data_on_tcp\":" + json_bool(m.data_on_tcp) + "}";
+                         ",\"data_on_tcp\":" + json_bool(m.data_on_tcp) +
+                         ",\"mismatch\":" + json_string(m.mismatch) + "}";
     if (out.size() + member.size() > budget) return out + "],\"members_cut\":true";
     out += (n == 0 ? "" : ",") + member;
   }

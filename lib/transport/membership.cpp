@@ -28,6 +28,8 @@ const char* peer_state_name(PeerState state) noexcept {
       return "down";
     case PeerState::unknown:
       return "unknown";
+    case PeerState::mismatched:
+      return "mismatched";
   }
   return "unknown";
 }
@@ -40,6 +42,7 @@ Membership::Membership(MembershipOptions options, std::uint64_t seed, Deadline n
       passed_over_until_(options_.names.size(), now),
       next_heartbeat_(now),
       next_form_(now) {
+  options_.settings.min_nodes = static_cast<std::uint32_t>(options_.min_nodes);
   if (listed() == 1) try_form(now);
 }
 
@@ -48,17 +51,18 @@ Membership::Membership(MembershipOptions options, std::uint64_t seed, Deadline n
 bool Membership::live(std::size_t node, Deadline now) const noexcept {
   if (node == options_.self) return true;
   const Peer& p = peers_[node];
-  return p.heard && now - *p.heard <= options_.timeout;
+  return p.mismatch.empty() && p.heard && now - *p.heard <= options_.timeout;
 }
 
 bool Membership::silent(std::size_t node, Deadline now) const noexcept {
   if (node == options_.self) return false;
   const Peer& p = peers_[node];
-  return now - p.heard.value_or(started_) > options_.timeout;
+  return !p.mismatch.empty() || now - p.heard.value_or(started_) > options_.timeout;
 }
 
 PeerState Membership::peer(std::size_t node, Deadline now) const noexcept {
   if (node == options_.self) return PeerState::self;
+  if (!peers_[node].mismatch.empty()) return PeerState::mismatched;
   if (silent(node, now)) return PeerState::silent;
   if (up_ && is_member(node)) return PeerState::member;
   return live(node, now) ? PeerState::live : PeerState::unknown;
@@ -78,6 +82,22 @@ std::size_t Membership::coordinator(Deadline now) const noexcept {
     if (!passed_over) return n;
   }
   return options_.self;
+}
+
+const std::string& Membership::mismatch(std::size_t node) const noexcept {
+  static const std::string none;
+  return node < listed() ? peers_[node].mismatch : none;
+}
+
+// "; with other settings: node 'b' (...): local_ranks 1 there, 2 here", or "".
+std::string Membership::mismatched_ones() const {
+  std::string text;
+  for (std::size_t n = 0; n < listed(); ++n) {
+    if (peers_[n].mismatch.empty()) continue;
+    text += (text.empty() ? "; with other settings: " : "; ") + options_.labels[n] + ": " +
+            peers_[n].mismatch;
+  }
+  return text;
 }
 
 bool Membership::is_member(std::size_t node) const noexcept {
@@ -127,6 +147,10 @@ collective::Deadline Membership::next_timer() const noexcept {
 void Membership::heard(std::size_t from, const RingHeader& header, Deadline now) {
   if (from >= listed() || from == options_.self) return;
   Peer& p = peers_[from];
+  const bool says_settings = header.kind == RingKind::heartbeat || header.kind == RingKind::form ||
+                             header.kind == RingKind::up || header.kind == RingKind::reform;
+  if (says_settings) p.mismatch = wire::settings_difference(options_.settings, header.settings);
+  if (!p.mismatch.empty()) return;  // left out: as if not heard
   p.heard = now;
   if (generation_ != 0 && header.generation == generation_ && header.kind != RingKind::form)
     p.confirmed = true;
@@ -242,6 +266,12 @@ void Membership::fail(const std::string& why, bool ask_reform, Deadline now) {
 void Membership::watch_members(Deadline now) {
   for (const std::uint32_t m : members_) {
     if (m == options_.self) continue;
+    if (!peers_[m].mismatch.empty()) {
+      fail(options_.labels[m] + " has other settings than this node (" + peers_[m].mismatch +
+               "): its ring file differs, and it stays out of the ring until they agree",
+           true, now);
+      return;
+    }
     if (silent(m, now)) {
       fail_silent(m, now);
       return;
@@ -307,11 +337,12 @@ void Membership::try_form(Deadline now) {
   if (waiting.empty() && ring.size() < options_.min_nodes) {
     std::vector<std::uint32_t> silent_ones;
     for (std::size_t n = 0; n < listed(); ++n)
-      if (!live(n, now)) silent_ones.push_back(static_cast<std::uint32_t>(n));
+      if (!live(n, now) && peers_[n].mismatch.empty())
+        silent_ones.push_back(static_cast<std::uint32_t>(n));
     down_reason_ = "no quorum: " + std::to_string(ring.size()) + " of the " +
                    std::to_string(listed()) + " listed nodes are reachable (" + names_of(ring) +
                    "; not heard for " + ms_text(options_.timeout) + ": " + names_of(silent_ones) +
-                   "), and min_nodes is " + std::to_string(options_.min_nodes);
+                   mismatched_ones() + "), and min_nodes is " + std::to_string(options_.min_nodes);
     return;
   }
   const std::size_t c = coordinator(now);
@@ -395,6 +426,7 @@ RingHeader Membership::control(RingKind kind, std::uint64_t generation) const {
   RingHeader header;
   header.kind = kind;
   header.generation = generation;
+  header.settings = options_.settings;
   return header;
 }
 

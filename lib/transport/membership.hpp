@@ -21,6 +21,11 @@
 // generation when a member of its ring left it (restarted) or, between two
 // of its own ops, to take in a listed node that is live but not a member.
 //
+// Every node must share the ring file's RingSettings (its node list, its
+// local_ranks, ...): a listed node whose membership messages carry others
+// is left out as if silent until it says the same as this one, and the
+// reasons this node gives name what differs.
+//
 // Inputs are decoded headers (already checked to come from the listed node
 // they name) and timer ticks; outputs are the messages to send, and a
 // break: the ring this node was up in ended, so an op in flight fails.
@@ -45,6 +50,9 @@ struct MembershipOptions {
   std::size_t min_nodes = 1;  // a quorum: 1..listed
   collective::Clock::duration timeout = std::chrono::seconds(10);
   collective::Clock::duration heartbeat = std::chrono::milliseconds(500);
+  // This node's, sent in its membership messages; min_nodes is set from the
+  // field above.
+  wire::RingSettings settings;
 };
 
 // A message the machine wants sent to listed node `to`.
@@ -55,11 +63,12 @@ struct MembershipSend {
 
 // What this node knows of a listed node.
 enum class PeerState : std::uint8_t {
-  self,     // this node
-  member,   // in the ring this node is up in
-  live,     // heard within the timeout, not in the ring (joining, or the ring is down)
-  silent,   // not heard for longer than the timeout
-  unknown,  // not heard yet, and this node started less than a timeout ago
+  self,        // this node
+  member,      // in the ring this node is up in
+  live,        // heard within the timeout, not in the ring (joining, or the ring is down)
+  silent,      // not heard for longer than the timeout
+  unknown,     // not heard yet, and this node started less than a timeout ago
+  mismatched,  // its last membership message had other settings (left out as if silent)
 };
 [[nodiscard]] const char* peer_state_name(PeerState state) noexcept;
 // "2000 ms"
@@ -109,6 +118,9 @@ class Membership {
   [[nodiscard]] bool is_member(std::size_t node) const noexcept;
   [[nodiscard]] const std::string& down_reason() const noexcept { return down_reason_; }
   [[nodiscard]] PeerState peer(std::size_t node, Deadline now) const noexcept;
+  // What differs between a listed node's settings and this node's
+  // (wire::settings_difference); empty while they agree, or before it said.
+  [[nodiscard]] const std::string& mismatch(std::size_t node) const noexcept;
   [[nodiscard]] std::size_t min_nodes() const noexcept { return options_.min_nodes; }
   [[nodiscard]] std::size_t listed() const noexcept { return options_.names.size(); }
   // The last change of membership: "[a b c d] -> [a b d]: why" (empty before the first ring).
@@ -126,6 +138,7 @@ class Membership {
     bool confirmed = false;               // said this generation since this node adopted it
     bool left = false;                    // then said another one
     std::vector<std::uint32_t> reported;  // the ring its last heartbeat said it is up in
+    std::string mismatch;                 // see mismatch(): it counts as silent
   };
 
   [[nodiscard]] bool live(std::size_t node, Deadline now) const noexcept;
@@ -138,6 +151,7 @@ class Membership {
   void on_reform(std::size_t from, const wire::RingHeader& header, Deadline now);
   void watch_members(Deadline now);
   void fail_silent(std::uint32_t member, Deadline now);
+  [[nodiscard]] std::string mismatched_ones() const;
   void try_form(Deadline now);
   void propose(const std::vector<std::uint32_t>& ring, const std::string& why, Deadline now);
   void adopt(std::uint64_t generation, std::vector<std::uint32_t> ring, const std::string& why);

@@ -39,6 +39,8 @@ ZmqRing::ZmqRing(zmq::context_t& context, ZmqRingOptions options)
                 options_.min_nodes != 0 ? options_.min_nodes : options_.names.size() / 2 + 1;
             m.timeout = options_.timeout;
             m.heartbeat = options_.heartbeat;
+            m.settings = options_.settings;
+            m.settings.nodes = wire::ring_fingerprint(options_.names, options_.addresses);
             return m;
           }(),
           std::random_device{}(), Clock::now()),

@@ -67,6 +67,10 @@ struct ZmqRingOptions {
   // the CPU between looks) before it sleeps, in a short op and after one,
   // for the next request (begin_op); 0: it sleeps at once.
   std::chrono::microseconds busy_poll{200};
+  // The settings every node must share (wire::RingSettings): the caller's
+  // local_ranks, chunk_bytes, gather_bytes and direct_bytes; the ring sets
+  // nodes (from names and addresses) and min_nodes (the quorum above).
+  wire::RingSettings settings;
 };
 
 // Counters for status and metrics.

@@ -16,13 +16,14 @@ namespace zring::wire {
 // What a zringd knows of a listed node. Values are part of the wire format:
 // never renumber.
 enum class MemberState : std::uint8_t {
-  self = 1,     // this node
-  up = 2,       // a member of the ring this node is up in
-  live = 3,     // heard within the timeout, not in the ring
-  down = 4,     // silent for longer than the timeout
-  unknown = 5,  // not heard yet since this node started
+  self = 1,        // this node
+  up = 2,          // a member of the ring this node is up in
+  live = 3,        // heard within the timeout, not in the ring
+  down = 4,        // silent for longer than the timeout
+  unknown = 5,     // not heard yet since this node started
+  mismatched = 6,  // its ring file's settings differ from this node's: left out
 };
-// "self", "up", "live", "down", "unknown" (the report's JSON).
+// "self", "up", "live", "down", "unknown", "mismatched" (the report's JSON).
 [[nodiscard]] const char* member_state_name(MemberState state) noexcept;
 
 struct MemberStatus {
@@ -33,6 +34,8 @@ struct MemberStatus {
   // Ring messages to it go on a TCP connection of their own (tcp_data),
   // not on ZeroMQ; false for this node.
   bool data_on_tcp = false;
+  // mismatched: what differs, "local_ranks 2 there, 1 here" (wire::settings_difference).
+  std::string mismatch = {};
   bool operator==(const MemberStatus&) const = default;
 };
 

@@ -51,8 +51,9 @@ namespace zring::wire {
 // request socket, daemon/request_socket.hpp; 8: a local rank has two shared
 // buffers, Attach and the shared and staged Submits name theirs; 9: fp16
 // and bf16 ops of one local rank take the direct schedule, which nodes of
-// version 8 would wait for in vain).
-inline constexpr std::uint32_t kWireVersion = 9;
+// version 8 would wait for in vain; 10: ring headers carry the settings
+// every node must share, RingSettings).
+inline constexpr std::uint32_t kWireVersion = 10;
 
 // What a message is. Values are part of the wire format: never renumber.
 enum class MessageType : std::uint32_t {
@@ -145,6 +146,25 @@ enum class RingKind : std::uint8_t {
   data_via_zmq = 8,
 };
 
+// The settings of a ring file that every node must share (its node list,
+// configuration.md's keys "the same on every node"): nodes that disagree on
+// them would cut ops differently, divide by other world sizes or wait for
+// messages that never come. Every control message carries its sender's; a
+// node leaves one that disagrees out of its ring (transport/membership.hpp).
+struct RingSettings {
+  std::uint64_t nodes = 0;  // ring_fingerprint (tcp_frames.hpp) of the nodes' names and addresses
+  std::uint32_t local_ranks = 0;
+  std::uint32_t min_nodes = 0;  // the quorum, a majority resolved
+  std::uint64_t chunk_bytes = 0;
+  std::uint64_t gather_bytes = 0;
+  std::uint64_t direct_bytes = 0;
+  bool operator==(const RingSettings&) const = default;
+};
+
+// What differs between two nodes' settings, as "local_ranks 2 there, 1
+// here; ...", naming every key that differs; empty when they agree.
+[[nodiscard]] std::string settings_difference(const RingSettings& here, const RingSettings& there);
+
 struct RingHeader {
   RingKind kind = RingKind::data;
   std::uint64_t generation = 0;
@@ -160,6 +180,8 @@ struct RingHeader {
   // Every control message: the TCP port the sender takes ring messages on
   // (tcp_frames.hpp), 0 when it takes them on ZeroMQ only.
   std::uint32_t data_port = 0;
+  // Heartbeat, form, up, reform: the sender's; all zero in other messages.
+  RingSettings settings;
 };
 
 // Longest RingHeader::text and NodeSummary::error; encoders cut longer ones.
@@ -171,7 +193,8 @@ inline constexpr std::size_t kMaxRingNodes = 4096;
 //  for data), segment, chunk, hop, origin, error_code (one of kErrorCodes),
 //  text (str), members (bin: a bitmap, bit i of byte i / 8 for listed node
 //  i, at most kMaxRingNodes / 8 bytes, no trailing zero byte), data_port
-//  (0..65535)]: 15 flat items, the u32 fields < 2^32.
+//  (0..65535), settings: nodes, local_ranks, min_nodes, chunk_bytes,
+//  gather_bytes, direct_bytes]: 21 flat items, the u32 fields < 2^32.
 [[nodiscard]] std::vector<std::uint8_t> encode_ring_header(const RingHeader& header);
 // Validated: throws unsupported_version / malformed_message.
 [[nodiscard]] RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size);

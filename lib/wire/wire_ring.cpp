@@ -15,9 +15,9 @@ using namespace detail;
 
 namespace {
 
-// --- ring header: 13 flat body items -------------------------------------------
+// --- ring header: 19 flat body items -------------------------------------------
 
-constexpr std::size_t kRingItems = 13;
+constexpr std::size_t kRingItems = 19;
 constexpr std::size_t kMaxMembersBytes = kMaxRingNodes / 8;
 constexpr std::string_view kRing = "ring header";
 constexpr TreeLimits kRingTree{.message = kRing,
@@ -120,6 +120,12 @@ std::vector<std::uint8_t> encode_ring_header(const RingHeader& h) {
   }
   pack_bytes(p, bitmap.data(), bitmap.size(), "a ring header's members");
   p.pack_uint32(h.data_port);
+  p.pack_uint64(h.settings.nodes);
+  p.pack_uint32(h.settings.local_ranks);
+  p.pack_uint32(h.settings.min_nodes);
+  p.pack_uint64(h.settings.chunk_bytes);
+  p.pack_uint64(h.settings.gather_bytes);
+  p.pack_uint64(h.settings.direct_bytes);
   return out;
 }
 
@@ -153,7 +159,29 @@ RingHeader decode_ring_header(const std::uint8_t* data, std::size_t size) {
   for (std::size_t i = 0; i < bitmap.size() * 8; ++i)
     if (bitmap[i / 8] & (1u << (i % 8))) h.members.push_back(static_cast<std::uint32_t>(i));
   h.data_port = static_cast<std::uint32_t>(as_uint(f[12], 65535, Where{kRing, "data_port"}));
+  h.settings.nodes = as_u64(f[13], Where{kRing, "nodes"});
+  h.settings.local_ranks = as_u32(f[14], Where{kRing, "local_ranks"});
+  h.settings.min_nodes = as_u32(f[15], Where{kRing, "min_nodes"});
+  h.settings.chunk_bytes = as_u64(f[16], Where{kRing, "chunk_bytes"});
+  h.settings.gather_bytes = as_u64(f[17], Where{kRing, "gather_bytes"});
+  h.settings.direct_bytes = as_u64(f[18], Where{kRing, "direct_bytes"});
   return h;
+}
+
+std::string settings_difference(const RingSettings& here, const RingSettings& there) {
+  std::string text;
+  const auto differ = [&text](const char* key, std::uint64_t h, std::uint64_t t) {
+    if (h == t) return;
+    if (!text.empty()) text += "; ";
+    text += std::string(key) + " " + std::to_string(t) + " there, " + std::to_string(h) + " here";
+  };
+  if (here.nodes != there.nodes) text = "another node list (names or addresses)";
+  differ("local_ranks", here.local_ranks, there.local_ranks);
+  differ("min_nodes", here.min_nodes, there.min_nodes);
+  differ("chunk_bytes", here.chunk_bytes, there.chunk_bytes);
+  differ("gather_bytes", here.gather_bytes, there.gather_bytes);
+  differ("direct_bytes", here.direct_bytes, there.direct_bytes);
+  return text;
 }
 
 // --- summary -------------------------------------------------------------------

@@ -20,6 +20,8 @@ const char* member_state_name(MemberState state) noexcept {
       return "live";
     case MemberState::down:
       return "down";
+    case MemberState::mismatched:
+      return "mismatched";
     case MemberState::unknown:
       break;
   }
@@ -30,7 +32,7 @@ namespace detail {
 namespace {
 
 constexpr std::size_t kStatusItems = 37;
-constexpr std::size_t kMemberItems = 5;
+constexpr std::size_t kMemberItems = 6;
 constexpr std::size_t kMethodItems = 6;
 constexpr std::size_t kErrorItems = 2;
 
@@ -75,9 +77,10 @@ std::vector<MemberStatus> read_members(std::span<const msgpack::object> list,
     member.name = f.text("name");
     member.address = f.text("address");
     member.first_rank = f.u64("first_rank");
-    member.state = static_cast<MemberState>(
-        as_kind(f.next(), static_cast<std::uint64_t>(MemberState::unknown), Where{where, "state"}));
+    member.state = static_cast<MemberState>(as_kind(
+        f.next(), static_cast<std::uint64_t>(MemberState::mismatched), Where{where, "state"}));
     member.data_on_tcp = f.flag("data_on_tcp");
+    member.mismatch = f.text("mismatch");
     members.push_back(std::move(member));
   }
   return members;
@@ -160,6 +163,7 @@ void pack_daemon_status(Packer& p, const DaemonStatus& s) {
     p.pack_uint64(m.first_rank);
     p.pack_uint8(static_cast<std::uint8_t>(m.state));
     p.pack(m.data_on_tcp);
+    pack_status_text(p, m.mismatch);
   }
   p.pack(s.members_cut || members < s.members.size());
   p.pack_uint64(s.ops_done);

@@ -17,6 +17,8 @@ For the IPC socket the msgpack forms never make a well-formed hello or
 submit, so a stranger cannot take a rank over.
 """
 
+import pathlib
+import re
 import socket
 import struct
 
@@ -46,10 +48,16 @@ def _uint(v):
     return b"\xcf" + struct.pack(">Q", v)
 
 
+class _Bin(bytes):
+    """Packed as msgpack bin (plain bytes are packed as str)."""
+
+
 def _msgpack_array(items):
     out = bytes([0x90 | len(items)]) if len(items) < 16 else b"\xdc" + struct.pack(">H", len(items))
     for item in items:
-        if isinstance(item, bytes):
+        if isinstance(item, _Bin):
+            out += b"\xc4" + bytes([len(item)]) + item
+        elif isinstance(item, bytes):
             out += bytes([0xa0 | len(item)]) + item if len(item) < 32 else b"\xd9" + bytes([len(item)]) + item
         else:
             out += _uint(item)
@@ -64,7 +72,11 @@ def _msgpack_array(items):
 # which is dropped.
 _IGNORED_KINDS = (1, 4, 6)
 _MEMBERSHIP_KINDS = (2, 3, 5)
-_WIRE_VERSION = 5
+# zringd's own version (kWireVersion), read from the source so that the
+# headers below reach its decoders instead of stopping at the version check.
+_WIRE_VERSION = int(re.search(
+    r"kWireVersion = (\d+);",
+    (pathlib.Path(__file__).resolve().parents[2] / "lib/wire/wire.hpp").read_text()).group(1))
 
 
 def _fake_header(rng, ipc, nodes):
@@ -73,11 +85,15 @@ def _fake_header(rng, ipc, nodes):
     if choice == 0 and not ipc:  # a ring header of a generation nobody has
         kind = rng.choice(_IGNORED_KINDS + _MEMBERSHIP_KINDS)
         sender = rng.randrange(nodes, nodes + 16) if kind in _MEMBERSHIP_KINDS else rng.randrange(16)
+        # kind, generation, op, sender, phase, segment, chunk, hop, origin,
+        # error_code, text, members, data_port, then the sender's settings:
+        # nodes, local_ranks, min_nodes, chunk_bytes, gather_bytes, direct_bytes
         return _msgpack_array([_WIRE_VERSION, 2, kind, rng.getrandbits(64), rng.randrange(4), sender,
                                rng.randrange(5), 0, rng.randrange(8), rng.randrange(4),
-                               rng.randrange(4), 0, b"chaos", b""])
+                               rng.randrange(4), 0, b"chaos", _Bin(b""), 0,
+                               rng.getrandbits(64), 1, 2, 1 << 20, 0, 0])
     if choice == 1:  # another protocol version
-        version = rng.choice([1, 2, 3, 4] + list(range(6, 100)))
+        version = rng.choice([v for v in range(1, 100) if v != _WIRE_VERSION])
         return _msgpack_array([version, rng.randrange(1, 5), rng.getrandbits(32)])
     if choice == 2:  # an unknown message type
         return _msgpack_array([_WIRE_VERSION, rng.randrange(6, 120), rng.getrandbits(16)])

@@ -199,8 +199,9 @@ void check_valid(const wire::IpcMessage& m) {
                      s.errors.size() <= wire::kMaxStatusErrors);
     for (const wire::MemberStatus& member : s.members) {
       const auto state = static_cast<unsigned>(member.state);
-      ZRING_FUZZ_CHECK(state >= 1 && state <= 5);
-      ZRING_FUZZ_CHECK(member.name.size() <= wire::kMaxStatusTextBytes);
+      ZRING_FUZZ_CHECK(state >= 1 && state <= 6);
+      ZRING_FUZZ_CHECK(member.name.size() <= wire::kMaxStatusTextBytes &&
+                       member.mismatch.size() <= wire::kMaxStatusTextBytes);
     }
     ZRING_FUZZ_CHECK(s.last_error.size() <= wire::kMaxStatusTextBytes);
   }

@@ -188,6 +188,8 @@ void write_wire_seeds(const fs::path& dir) {
       h.text = "op 42 timed out at node 'c'";
     }
     if (h.kind != wire::RingKind::data) h.data_port = 40123;
+    if (h.kind >= wire::RingKind::heartbeat && h.kind <= wire::RingKind::reform)
+      h.settings = {0x9e3779b97f4a7c15ull, 2, 2, 1 << 20, 192 << 10, 512 << 10};
     write(dir, std::string("ring-") + ring_kinds[k - 1], wire::encode_ring_header(h));
     if (h.kind == wire::RingKind::data) {  // the direct schedule's values and sums
       h.tag = {wire::Phase::to_owner, 2, 1, 3};
@@ -246,7 +248,9 @@ void write_wire_seeds(const fs::path& dir) {
   status.ring_members = {"a", "b"};
   status.min_nodes = 2;
   status.members = {{"a", "tcp://127.0.0.1:7101", 0, wire::MemberState::up, true},
-                    {"b", "tcp://127.0.0.1:7102", 2, wire::MemberState::self}};
+                    {"b", "tcp://127.0.0.1:7102", 2, wire::MemberState::self},
+                    {"c", "tcp://127.0.0.1:7103", 4, wire::MemberState::mismatched, false,
+                     "local_ranks 1 there, 2 here"}};
   status.errors = {{"timeout", 1}};
   status.methods = {{"quant:8", 12, 1, 65536, 20000, 20000}};
   write(dir, "ipc-status-report", wire::encode_ipc(wire::StatusReport{9, status}));
@@ -286,6 +290,7 @@ void write_wire_seeds(const fs::path& dir) {
   beat.generation = 3;
   beat.sender = 1;
   beat.data_port = 40123;
+  beat.settings = {0x9e3779b97f4a7c15ull, 2, 2, 1 << 20, 192 << 10, 512 << 10};
   const auto hello = wire::encode_tcp_hello({1, 77, 0x1234});
   Bytes stream(hello.begin(), hello.end());
   const Bytes payload = {1, 2, 3, 4, 5, 6, 7, 8};

@@ -1,8 +1,9 @@
 // The elastic ring with real daemons: a node killed for good, the first
 // node killed, too few nodes left for a quorum, a killed node started
-// again. Each round is one op on every live rank at once, as a training
-// step; every result is compared with the reference average over the ranks
-// of the ring that ran it, and must have the same bits on every rank.
+// again, a node whose ring file differs. Each round is one op on every
+// live rank at once, as a training step; every result is compared with
+// the reference average over the ranks of the ring that ran it, and must
+// have the same bits on every rank.
 #define BOOST_TEST_MODULE elastic
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -10,9 +11,11 @@
 #include <map>
 #include <thread>
 
+#include "client/status.hpp"
 #include "proc/local_ring.hpp"
 #include "support/reference.hpp"
 #include "support/time_scale.hpp"
+#include "wire/daemon_status.hpp"
 
 using namespace zring;
 using namespace zring::proc;
@@ -455,4 +458,62 @@ BOOST_AUTO_TEST_CASE(a_listed_node_that_starts_late_is_taken_in) {
   clients.talking[3].send_line("world");
   BOOST_TEST(clients.talking[3].read_line(std::chrono::seconds(10)).value_or("") ==
              "world 4 rank 3");
+}
+
+// A node restarted with another ring file (here: another local_ranks)
+// would divide its sums by another world size: the others go on without
+// it, exactly, and every node names what differs, in its log and its
+// status; started with the ring's file again, it is taken back in.
+BOOST_AUTO_TEST_CASE(a_node_whose_ring_file_differs_is_left_out_naming_what_differs) {
+  LocalRing ring(options(3));  // min_nodes: 2 of 3
+  ring.start_all();
+  ring.wait_up();
+  Clients clients(ring, 3);
+  BOOST_TEST_REQUIRE(all_ok(clients.round(0, {0, 1, 2})));
+  ring.daemon(2).kill();
+  clients.talking[2].kill();
+  std::string yaml = read_file(ring.config_path());
+  const auto at = yaml.find("local_ranks: 1\n");
+  BOOST_TEST_REQUIRE(at != std::string::npos, yaml);
+  yaml.replace(at, 15, "local_ranks: 2\n");
+  const std::string other = ring.dir() + "/other.yaml";
+  write_file(other, yaml);
+  ring.start(2, other);
+
+  std::string failed;
+  const auto good = first_good_round(clients, {0, 1}, 1, kGoesOnWithin, &failed);
+  BOOST_TEST_REQUIRE(good.has_value(), "no round worked on nodes 0, 1:" << failed);
+  check_round(clients, *good, {0, 1});
+  const std::string n2 = "node 'n2' (tcp://127.0.0.1:" + std::to_string(ring.port(2)) + ")";
+  const std::string said = n2 +
+                           " has other settings than this node: local_ranks 2 there, 1 here; its "
+                           "ring file differs, and it stays out of the ring until they agree";
+  const auto until = Clock::now() + kGoesOnWithin;
+  while (ring.log(0).find(said) == std::string::npos && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  BOOST_TEST(ring.log(0).find(said) != std::string::npos, ring.log(0));
+  const wire::DaemonStatus n0 = client::query_status(ring.ipc(0), std::chrono::seconds(10));
+  BOOST_TEST_REQUIRE(n0.members.size() == 3u);
+  BOOST_TEST((n0.members[2].state == wire::MemberState::mismatched));
+  BOOST_TEST(n0.members[2].mismatch == "local_ranks 2 there, 1 here");
+  // Node 2 says so once it has heard the others (its ZeroMQ connections
+  // from them may take a second to come back).
+  const std::string reason =
+      "with other settings: node 'n0' (tcp://127.0.0.1:" + std::to_string(ring.port(0)) +
+      "): local_ranks 1 there, 2 here; node 'n1'";
+  wire::DaemonStatus left_out = client::query_status(ring.ipc(2), std::chrono::seconds(10));
+  while (left_out.ring_reason.find(reason) == std::string::npos && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    left_out = client::query_status(ring.ipc(2), std::chrono::seconds(10));
+  }
+  BOOST_TEST(!left_out.ring_up);
+  BOOST_TEST(left_out.ring_reason.find(reason) != std::string::npos, left_out.ring_reason);
+
+  ring.start(2);
+  clients.start(2);
+  const auto whole = first_good_round(clients, {0, 1, 2}, *good + 1, kGoesOnWithin, &failed);
+  BOOST_TEST_REQUIRE(whole.has_value(), "no round worked once node 2 agreed again:" << failed);
+  check_round(clients, *whole, {0, 1, 2});
+  BOOST_TEST(ring.log(0).find(n2 + " has the same settings as this node again") !=
+             std::string::npos);
 }

@@ -41,6 +41,11 @@ class Network {
   // The node stops (its machine is kept, to read), or starts afresh.
   void stop(std::size_t n) { nodes_.at(n).reset(); }
   void start(std::size_t n) { nodes_.at(n) = make(n); }
+  // The ring file's local_ranks node n starts with from now on (1 at first).
+  void set_local_ranks(std::size_t n, std::uint32_t local_ranks) {
+    local_ranks_.resize(count_, 1);
+    local_ranks_.at(n) = local_ranks;
+  }
   bool running(std::size_t n) const { return nodes_.at(n) != nullptr; }
   // No message between a and b, either way.
   void cut(std::size_t a, std::size_t b) {
@@ -104,6 +109,9 @@ class Network {
     options.min_nodes = min_nodes_ != 0 ? min_nodes_ : count_ / 2 + 1;
     options.timeout = kTimeout;
     options.heartbeat = kHeartbeat;
+    options.settings.nodes = 0xfeed;
+    options.settings.local_ranks = n < local_ranks_.size() ? local_ranks_[n] : 1;
+    options.settings.chunk_bytes = 1 << 20;
     return std::make_unique<Membership>(options, 1000 + n + 17 * starts_++, now_);
   }
 
@@ -128,6 +136,7 @@ class Network {
   std::size_t count_;
   std::size_t min_nodes_;
   std::size_t starts_ = 0;
+  std::vector<std::uint32_t> local_ranks_;
   Deadline now_ = Clock::now();
   std::vector<std::unique_ptr<Membership>> nodes_;
   std::set<std::pair<std::size_t, std::size_t>> cut_;
@@ -383,6 +392,48 @@ BOOST_AUTO_TEST_CASE(an_op_that_times_out_on_a_member_that_missed_its_heartbeats
   BOOST_TEST(contains(broken->text, "nothing heard from node 'n2' (tcp://127.0.0.1:7002) for "),
              broken->text);
   BOOST_TEST(net.settles_on({0, 1}, kTimeout));
+}
+
+// A node restarted with another ring file (here: another local_ranks) would
+// cut ops differently or divide by another world size: it is left out at
+// its first heartbeat, not after a timeout, named with what differs, and
+// taken in again once it agrees.
+BOOST_AUTO_TEST_CASE(a_node_with_other_settings_is_left_out_naming_them_until_it_agrees) {
+  Network net(4);
+  BOOST_REQUIRE(net.settles_on({0, 1, 2, 3}));
+  (void)net.at(1).take_break();
+  net.stop(3);
+  net.set_local_ranks(3, 2);
+  net.start(3);
+  BOOST_TEST(net.settles_on({0, 1, 2}, kTimeout / 2));
+  const auto broken = net.at(1).take_break();
+  BOOST_REQUIRE(broken.has_value());
+  BOOST_TEST((broken->code == ErrorCode::ring_changed));
+  BOOST_TEST(contains(broken->text,
+                      "node 'n3' (tcp://127.0.0.1:7003) has other settings than this node "
+                      "(local_ranks 2 there, 1 here): its ring file differs, and it stays out of "
+                      "the ring until they agree"),
+             broken->text);
+  net.run(2 * kTimeout);
+  for (const std::size_t n : {0, 1, 2}) {
+    BOOST_TEST((net.at(n).peer(3, net.now()) == PeerState::mismatched));
+    BOOST_TEST(net.at(n).mismatch(3) == "local_ranks 2 there, 1 here");
+    BOOST_TEST(net.at(n).mismatch((n + 1) % 3) == "");
+  }
+  BOOST_TEST(net.agreed({0, 1, 2}));
+  BOOST_TEST(!net.at(3).up());
+  BOOST_TEST((net.at(3).peer(0, net.now()) == PeerState::mismatched));
+  BOOST_TEST(net.at(3).down_reason() ==
+             "no quorum: 1 of the 4 listed nodes are reachable ([n3]; not heard for 1000 ms: []; "
+             "with other settings: node 'n0' (tcp://127.0.0.1:7000): local_ranks 1 there, 2 here; "
+             "node 'n1' (tcp://127.0.0.1:7001): local_ranks 1 there, 2 here; node 'n2' "
+             "(tcp://127.0.0.1:7002): local_ranks 1 there, 2 here), and min_nodes is 3");
+  net.stop(3);
+  net.set_local_ranks(3, 1);
+  net.start(3);
+  BOOST_TEST(net.settles_on({0, 1, 2, 3}, 2 * kTimeout));
+  BOOST_TEST((net.at(0).peer(3, net.now()) == PeerState::member));
+  BOOST_TEST(net.at(0).mismatch(3) == "");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

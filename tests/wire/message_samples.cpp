@@ -65,6 +65,7 @@ RingHeader sample_ring_header(RingKind kind) {
   h.text = "op 3 failed at node 'b': \xc3\xa9t\xc3\xa9 " + std::to_string(static_cast<int>(kind));
   if (kind == RingKind::form || kind == RingKind::heartbeat) h.members = {0, 3, 9, 4095};
   if (kind != RingKind::data) h.data_port = 65535;
+  if (kind != RingKind::data) h.settings = {0xFEDCBA9876543210ull, 1024, 4095, 64u << 20, 1, 0};
   return h;
 }
 
@@ -111,6 +112,8 @@ wire::DaemonStatus sample_daemon_status() {
                {"b", "tcp://10.0.0.2:7101", 8, wire::MemberState::down},
                {"c", "tcp://10.0.0.3:7101", 16, wire::MemberState::live},
                {"d", "tcp://10.0.0.4:7101", 24, wire::MemberState::unknown},
+               {"e", "tcp://10.0.0.5:7101", 32, wire::MemberState::mismatched, false,
+                "local_ranks 4 there, 8 here"},
                {"gpu-node-07", "tcp://10.0.0.8:7101", 56, wire::MemberState::self}};
   s.members_cut = true;
   s.ops_done = 1000;
@@ -244,6 +247,7 @@ void check_equal(const RingHeader& got, const RingHeader& want) {
   BOOST_TEST(got.text == want.text);
   BOOST_TEST(got.members == want.members, boost::test_tools::per_element());
   BOOST_TEST(got.data_port == want.data_port);
+  BOOST_TEST((got.settings == want.settings));
 }
 
 void check_equal(const NodeSummary& got, const NodeSummary& want) {
@@ -332,8 +336,9 @@ void check_valid(const IpcMessage& m) {
     BOOST_TEST(s.errors.size() <= wire::kMaxStatusErrors);
     for (const wire::MemberStatus& member : s.members) {
       const auto state = static_cast<int>(member.state);
-      BOOST_TEST((state >= 1 && state <= 5));
+      BOOST_TEST((state >= 1 && state <= 6));
       BOOST_TEST(member.name.size() <= wire::kMaxStatusTextBytes);
+      BOOST_TEST(member.mismatch.size() <= wire::kMaxStatusTextBytes);
     }
     BOOST_TEST(s.last_error.size() <= wire::kMaxStatusTextBytes);
   }

@@ -73,7 +73,7 @@ BOOST_AUTO_TEST_CASE(top_level_must_be_an_array) {
   for (const Bytes& bytes : {Bytes{0x80}, Bytes{0x01}, Bytes{0xa1, 'x'}, Bytes{0xc0}})
     expect_malformed(bytes, "array");
   expect_malformed(Bytes{0x90}, "version, type");        // []
-  expect_malformed(Bytes{0x91, 0x09}, "version, type");  // [9]
+  expect_malformed(Bytes{0x91, 0x0a}, "version, type");  // [10]
   expect_malformed(Bytes{0x92, 0xa1, 'x', 0x01}, "unsigned integer");
 }
 

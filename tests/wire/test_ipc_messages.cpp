@@ -57,15 +57,15 @@ BOOST_AUTO_TEST_CASE(every_kind_round_trips_as_itself) {
 }
 
 BOOST_AUTO_TEST_CASE(layouts_are_pinned) {
-  // fixarray of 4: version 9, type 4, kind 6, request 0.
-  BOOST_TEST(wire::encode_ipc(wire::Keepalive{}) == (Bytes{0x94, 9, 4, 6, 0}),
+  // fixarray of 4: version 10, type 4, kind 6, request 0.
+  BOOST_TEST(wire::encode_ipc(wire::Keepalive{}) == (Bytes{0x94, 10, 4, 6, 0}),
              boost::test_tools::per_element());
   // fixarray of 7: 8, 4, kind 1, request 0, local_rank 0, timeout_ms 0, sent_ns 0.
-  BOOST_TEST(wire::encode_ipc(wire::Hello{}) == (Bytes{0x97, 9, 4, 1, 0, 0, 0, 0}),
+  BOOST_TEST(wire::encode_ipc(wire::Hello{}) == (Bytes{0x97, 10, 4, 1, 0, 0, 0, 0}),
              boost::test_tools::per_element());
   // fixarray of 8: 8, 4, kind 3, request 0, local_rank, timeout_ms, sent_ns,
   // manifest ["", [], kind 1 (all-reduce), root 0].
-  const Bytes submit = {0x98, 9, 4, 3, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0};
+  const Bytes submit = {0x98, 10, 4, 3, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0};
   BOOST_TEST(wire::encode_ipc(wire::Submit{}) == submit, boost::test_tools::per_element());
   wt::check_equal(wire::decode_ipc(submit.data(), submit.size()), wire::Submit{});
   // fixarray of 9: 8, 4, kind 9 (submit_shared), request 0, local_rank,
@@ -73,15 +73,15 @@ BOOST_AUTO_TEST_CASE(layouts_are_pinned) {
   wire::Submit shared;
   shared.values = wire::ValuesIn::shared_buffer;
   shared.buffer = wire::SharedSlot::tensors;
-  const Bytes in_tensors = {0x99, 9, 4, 9, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0, 1};
+  const Bytes in_tensors = {0x99, 10, 4, 9, 0, 0, 0, 0, 0x94, 0xa0, 0x90, 1, 0, 1};
   BOOST_TEST(wire::encode_ipc(shared) == in_tensors, boost::test_tools::per_element());
   wt::check_equal(wire::decode_ipc(in_tensors.data(), in_tensors.size()), shared);
   // fixarray of 9: 8, 4, kind 8 (attach), request 0, local_rank, timeout_ms,
   // sent_ns, bytes 0, buffer 0 (ops).
-  BOOST_TEST(wire::encode_ipc(wire::Attach{}) == (Bytes{0x99, 9, 4, 8, 0, 0, 0, 0, 0, 0}),
+  BOOST_TEST(wire::encode_ipc(wire::Attach{}) == (Bytes{0x99, 10, 4, 8, 0, 0, 0, 0, 0, 0}),
              boost::test_tools::per_element());
   // fixarray of 6: 8, 4, kind 5, request 9, error_code 10 (peer_lost), text "".
-  const Bytes error = {0x96, 9, 4, 5, 9, 10, 0xa0};
+  const Bytes error = {0x96, 10, 4, 5, 9, 10, 0xa0};
   BOOST_TEST(wire::encode_ipc(wire::ErrorReply{9, ErrorCode::peer_lost, ""}) == error,
              boost::test_tools::per_element());
   BOOST_TEST(static_cast<int>(ErrorCode::peer_lost) == 10);
@@ -200,7 +200,7 @@ BOOST_AUTO_TEST_CASE(kinds_out_of_range_and_roots_too_short) {
       wt::expect_malformed(ipc, wt::pack_value(m), "wire: IPC message: kind: ");
     }
   }
-  expect_error({0x92, 9, 4}, "wire: IPC message: array of 2 items, expected 4..10");
+  expect_error({0x92, 10, 4}, "wire: IPC message: array of 2 items, expected 4..10");
   Value m = ipc_value(IpcKind::keepalive);
   m[2] = "keepalive";
   expect_error(wt::pack_value(m), "wire: IPC message: kind: not an unsigned integer");
@@ -269,14 +269,14 @@ BOOST_AUTO_TEST_CASE(status_reports_round_trip_and_hostile_ones_are_named) {
   BOOST_TEST(wt::parse_value(bytes)[4].items.size() == 37u);
 
   Value m = wt::parse_value(bytes);
-  m[4][24][1][3] = 6;
+  m[4][24][1][3] = 7;
   expect_error(wt::pack_value(m),
-               "wire: IPC status_report, status, members[1]: state: 6 exceeds the limit 5");
+               "wire: IPC status_report, status, members[1]: state: 7 exceeds the limit 6");
   m = wt::parse_value(bytes);
   m[4][24][0][3] = std::uint64_t{0};
   expect_error(wt::pack_value(m),
                "wire: IPC status_report, status, members[0]: state: 0 is not "
-               "a kind (kinds run 1..5)");
+               "a kind (kinds run 1..6)");
   m = wt::parse_value(bytes);
   m[4][7] = 1;  // ring_up
   expect_error(wt::pack_value(m), "wire: IPC status_report, status: ring_up: not a boolean");
@@ -287,7 +287,7 @@ BOOST_AUTO_TEST_CASE(status_reports_round_trip_and_hostile_ones_are_named) {
   m = wt::parse_value(bytes);
   m[4][24][2].items.pop_back();
   expect_error(wt::pack_value(m),
-               "wire: IPC status_report, status: members[2]: array of 4 items, expected 5");
+               "wire: IPC status_report, status: members[2]: array of 5 items, expected 6");
   m = wt::parse_value(bytes);
   m[4][0] = std::string(wire::kMaxStatusTextBytes + 1, 'n');
   expect_error(wt::pack_value(m),
@@ -296,6 +296,10 @@ BOOST_AUTO_TEST_CASE(status_reports_round_trip_and_hostile_ones_are_named) {
   m[4][24][0][4] = 1;  // data_on_tcp that is no boolean
   expect_error(wt::pack_value(m),
                "wire: IPC status_report, status, members[0]: data_on_tcp: not a boolean");
+  m = wt::parse_value(bytes);
+  m[4][24][4][5] = 8;  // a mismatch that is no text
+  expect_error(wt::pack_value(m),
+               "wire: IPC status_report, status, members[4]: mismatch: not a string");
   m = wt::parse_value(bytes);
   m[4][11][1] = 7;  // a ring member that is no name
   expect_error(wt::pack_value(m), "wire: IPC status_report, status: ring_members[1]: not a string");

@@ -128,7 +128,7 @@ BOOST_AUTO_TEST_CASE(other_versions_are_unsupported) {
     const std::string& name = decoders[i].first;
     const wt::Decoder& decode = decoders[i].second;
     for (const std::uint64_t version :
-         {0ull, 1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 7ull, 8ull, 10ull, 255ull, 1ull << 40}) {
+         {0ull, 1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 7ull, 8ull, 9ull, 11ull, 255ull, 1ull << 40}) {
       BOOST_TEST_CONTEXT(name << ", version " << version) {
         wt::Value m = wt::parse_value(samples[i]);
         m[0] = version;

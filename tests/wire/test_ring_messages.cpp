@@ -88,11 +88,15 @@ BOOST_AUTO_TEST_CASE(layout_is_pinned) {
   h.tag = {Phase::reduce, 5, 6, 7};
   h.text = "x";
   h.data_port = 300;
-  // fixarray of 15: version 9, type 2, kind, generation, op, sender, phase,
+  h.settings = {0x1234, 2, 3, 1 << 20, 0, 5};
+  // array 16 of 21: version 10, type 2, kind, generation, op, sender, phase,
   // segment, chunk, hop, origin, error_code, text, members (bin 8 of 0
-  // bytes), data_port (uint16 300).
-  const Bytes want = {0x9f, 9, 2, 1,    3,   4,    1, 2,    5,    6,
-                      7,    0, 0, 0xa1, 'x', 0xc4, 0, 0xcd, 0x01, 0x2c};
+  // bytes), data_port (uint16 300), settings: nodes (uint16 0x1234),
+  // local_ranks, min_nodes, chunk_bytes (uint32 2^20), gather_bytes,
+  // direct_bytes.
+  const Bytes want = {0xdc, 0, 21, 10,   2,   1,    3, 4,    1,    2,    5,    6,
+                      7,    0, 0,  0xa1, 'x', 0xc4, 0, 0xcd, 0x01, 0x2c, 0xcd, 0x12,
+                      0x34, 2, 3,  0xce, 0,   0x10, 0, 0,    0,    5};
   BOOST_TEST(wire::encode_ring_header(h) == want, boost::test_tools::per_element());
 }
 
@@ -101,8 +105,9 @@ BOOST_AUTO_TEST_CASE(members_travel_as_a_bitmap) {
   h.kind = wire::RingKind::form;
   h.members = {0, 9, 10};
   const Bytes bytes = wire::encode_ring_header(h);
-  const Bytes tail = {0xc4, 2, 0x01, 0x06, 0};  // bits 0; 9 and 10; data_port 0
-  BOOST_TEST(Bytes(bytes.end() - 5, bytes.end()) == tail, boost::test_tools::per_element());
+  // bits 0; 9 and 10; data_port 0, six settings 0
+  const Bytes tail = {0xc4, 2, 0x01, 0x06, 0, 0, 0, 0, 0, 0, 0};
+  BOOST_TEST(Bytes(bytes.end() - 11, bytes.end()) == tail, boost::test_tools::per_element());
   BOOST_TEST(wire::decode_ring_header(bytes.data(), bytes.size()).members == h.members,
              boost::test_tools::per_element());
   h.members = {static_cast<std::uint32_t>(wire::kMaxRingNodes)};
@@ -172,6 +177,39 @@ BOOST_AUTO_TEST_CASE(fields_out_of_range_or_of_another_type) {
   m = ring_value();
   m[12] = 7;
   wt::expect_malformed(ring, wt::pack_value(m), "text: not a string");
+  for (const std::size_t field : {16, 17}) {  // local_ranks, min_nodes: u32
+    m = ring_value();
+    m[field] = 1ull << 32;
+    wt::expect_malformed(ring, wt::pack_value(m), field == 16 ? "local_ranks" : "min_nodes");
+  }
+  m = ring_value();
+  m[15] = "ring";
+  wt::expect_malformed(ring, wt::pack_value(m), "nodes: not an unsigned integer");
+  m = ring_value();
+  m[20] = Value::negative_int(-1);
+  wt::expect_malformed(ring, wt::pack_value(m), "direct_bytes: not an unsigned integer");
+}
+
+// What a node logs and reports of a node whose ring file differs: every
+// key that differs, theirs first.
+BOOST_AUTO_TEST_CASE(settings_differences_name_every_key_that_differs) {
+  const wire::RingSettings here{7, 1, 3, 1 << 20, 196608, 524288};
+  BOOST_TEST(wire::settings_difference(here, here) == "");
+  wire::RingSettings there = here;
+  there.local_ranks = 2;
+  BOOST_TEST(wire::settings_difference(here, there) == "local_ranks 2 there, 1 here");
+  there.nodes = 8;
+  there.direct_bytes = 0;
+  BOOST_TEST(wire::settings_difference(here, there) ==
+             "another node list (names or addresses); local_ranks 2 there, 1 here; "
+             "direct_bytes 0 there, 524288 here");
+  there = here;
+  there.min_nodes = 2;
+  there.chunk_bytes = 65536;
+  there.gather_bytes = 0;
+  BOOST_TEST(wire::settings_difference(here, there) ==
+             "min_nodes 2 there, 3 here; chunk_bytes 65536 there, 1048576 here; gather_bytes 0 "
+             "there, 196608 here");
 }
 
 BOOST_AUTO_TEST_CASE(bounds_of_the_tree) {
@@ -192,10 +230,10 @@ BOOST_AUTO_TEST_CASE(bounds_of_the_tree) {
   wt::expect_malformed(ring, wt::pack_value(m), "nested");
   m = ring_value();
   m.items.pop_back();
-  wt::expect_malformed(ring, wt::pack_value(m), "expected 15");
+  wt::expect_malformed(ring, wt::pack_value(m), "expected 21");
   m = ring_value();
   m.items.push_back(1);
-  wt::expect_malformed(ring, wt::pack_value(m), "at most 15");
+  wt::expect_malformed(ring, wt::pack_value(m), "at most 21");
   m = ring_value();
   m[14] = 65536;  // a TCP port is 16 bits
   wt::expect_malformed(ring, wt::pack_value(m), "data_port");
@@ -203,14 +241,14 @@ BOOST_AUTO_TEST_CASE(bounds_of_the_tree) {
   Bytes trailing = wt::pack_value(ring_value());
   trailing.push_back(0xc0);
   wt::expect_malformed(ring, trailing, "trailing");
-  wt::expect_malformed(ring, Bytes{0x93, 9, 2, 0x80}, "map");  // [9, 2, {}]
+  wt::expect_malformed(ring, Bytes{0x93, 10, 2, 0x80}, "map");  // [10, 2, {}]
 }
 
 BOOST_AUTO_TEST_CASE(other_message_types) {
   const Bytes s = wire::encode_summary(wt::sample_summary());
   wt::expect_malformed(ring, s, "expected a message of type 2 (ring header), got type 3");
   wt::expect_malformed(ring, wire::encode_gradients({}), "got type 1 (gradients)");
-  wt::expect_malformed(ring, Bytes{0x92, 9, 6}, "unknown message type 6");
+  wt::expect_malformed(ring, Bytes{0x92, 10, 6}, "unknown message type 6");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -229,7 +267,7 @@ BOOST_AUTO_TEST_CASE(empty_summary_round_trips) {
   const Bytes bytes = wire::encode_summary(s);
   // fixarray of 8: 7, 3, [method "", [], kind 1, root 0], error "", code 0,
   // bin 0, bin 0, 0.
-  const Bytes want = {0x98, 9, 3, 0x94, 0xa0, 0x90, 1, 0, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
+  const Bytes want = {0x98, 10, 3, 0x94, 0xa0, 0x90, 1, 0, 0xa0, 0, 0xc4, 0, 0xc4, 0, 0};
   BOOST_TEST(bytes == want, boost::test_tools::per_element());
   wt::check_equal(wire::decode_summary(bytes.data(), bytes.size()), s);
 }

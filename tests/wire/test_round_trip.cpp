@@ -98,7 +98,7 @@ BOOST_AUTO_TEST_SUITE(version)
 BOOST_AUTO_TEST_CASE(other_versions_are_unsupported) {
   const auto g = wt::make_gradient("none", 4);
   for (std::uint64_t version :
-       {0ull, 1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 7ull, 8ull, 10ull, 255ull, 1ull << 40}) {
+       {0ull, 1ull, 2ull, 3ull, 4ull, 5ull, 6ull, 7ull, 8ull, 9ull, 11ull, 255ull, 1ull << 40}) {
     BOOST_TEST_CONTEXT("version " << version) {
       const wt::Bytes bytes = wt::pack_message({wt::raw_entry("w", g)}, version);
       std::string message;

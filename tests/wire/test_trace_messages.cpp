@@ -57,7 +57,7 @@ BOOST_AUTO_TEST_CASE(round_trips_ok_failed_and_never_run_records) {
 
 BOOST_AUTO_TEST_CASE(empty_trace_layout_is_pinned) {
   const Bytes bytes = wire::encode_trace({});
-  const Bytes want = {0x94, 9, 5, 0xa0, 0x90};  // [9, 5, "", []]
+  const Bytes want = {0x94, 10, 5, 0xa0, 0x90};  // [10, 5, "", []]
   BOOST_TEST(bytes == want, boost::test_tools::per_element());
   wt::check_equal(wire::decode_trace(bytes.data(), bytes.size()), wire::Trace{});
 
@@ -65,7 +65,7 @@ BOOST_AUTO_TEST_CASE(empty_trace_layout_is_pinned) {
   one.records.emplace_back();
   const Bytes record = wire::encode_trace(one);
   // [1, 5, "", [[op 0, method "", 0 x 6, error nil, 7 times 0]]]
-  Bytes with = {0x94, 9, 5, 0xa0, 0x91, 0xdc, 0, 16, 0, 0xa0, 0, 0, 0, 0, 0, 0, 0xc0};
+  Bytes with = {0x94, 10, 5, 0xa0, 0x91, 0xdc, 0, 16, 0, 0xa0, 0, 0, 0, 0, 0, 0, 0xc0};
   with.insert(with.end(), 7, 0);
   BOOST_TEST(record == with, boost::test_tools::per_element());
 }
@@ -148,8 +148,8 @@ BOOST_AUTO_TEST_CASE(garbage_and_cut_frames_are_refused_naming_the_message) {
   Bytes trailing = whole;
   trailing.push_back(0xc0);
   wt::expect_malformed(trace, trailing, "trace message: 1 trailing bytes");
-  wt::expect_malformed(trace, Bytes{0x94, 9, 5, 0xc1}, "trace message: not msgpack");
-  wt::expect_malformed(trace, Bytes{0x94, 9, 5, 0x80}, "trace message: unexpected msgpack map");
+  wt::expect_malformed(trace, Bytes{0x94, 10, 5, 0xc1}, "trace message: not msgpack");
+  wt::expect_malformed(trace, Bytes{0x94, 10, 5, 0x80}, "trace message: unexpected msgpack map");
   wt::expect_malformed(trace, Bytes{'{', '"', 't', 'r', 'a', 'c', 'e', '"', '}'}, "");
   wt::expect_malformed(trace, Bytes{}, "empty message");
 }

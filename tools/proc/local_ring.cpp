@@ -62,12 +62,12 @@ std::optional<unsigned> nth_allowed_cpu(std::size_t n) {
 
 }  // namespace
 
-void LocalRing::start(std::size_t node) {
+void LocalRing::start(std::size_t node, const std::string& config) {
   daemons_.at(node).kill();
-  daemons_.at(node) =
-      Process::spawn({options_.zringd, "--config", config_path_, "--node", name(node)},
-                     dir_.path() + "/" + name(node) + ".log", {},
-                     options_.spread_cpus ? nth_allowed_cpu(node) : std::nullopt);
+  daemons_.at(node) = Process::spawn(
+      {options_.zringd, "--config", config.empty() ? config_path_ : config, "--node", name(node)},
+      dir_.path() + "/" + name(node) + ".log", {},
+      options_.spread_cpus ? nth_allowed_cpu(node) : std::nullopt);
 }
 
 void LocalRing::start_all() {

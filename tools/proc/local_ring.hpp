@@ -39,7 +39,8 @@ class LocalRing {
   explicit LocalRing(LocalRingOptions options);
   ~LocalRing();
 
-  void start(std::size_t node);
+  // With `config`, node's zringd reads that ring file instead of the ring's.
+  void start(std::size_t node, const std::string& config = "");
   void start_all();
   // Waits until every running daemon reports the ring up; throws otherwise.
   void wait_up(std::chrono::milliseconds timeout = std::chrono::seconds(30));
