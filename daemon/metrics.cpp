@@ -98,6 +98,14 @@ void ring_families(Exposition& e, const DaemonStats& stats, const RingConfig& co
              "peer=" + label(config.nodes[n].name) + ",address=" + label(config.nodes[n].address),
              up ? "1" : "0");
   }
+  e.family("zring_peer_mismatched", "gauge",
+           "1 while the listed node's ring file differs from this node's in a setting every node "
+           "must share: it is left out of the ring (the log and zringctl status say what "
+           "differs).");
+  for (std::size_t n = 0; n < config.nodes.size(); ++n)
+    e.sample("zring_peer_mismatched",
+             "peer=" + label(config.nodes[n].name) + ",address=" + label(config.nodes[n].address),
+             n < ring.mismatches.size() && !ring.mismatches[n].empty() ? "1" : "0");
   e.family("zring_peer_data_on_tcp", "gauge",
            "1 while this node's ring messages to the listed node go on a TCP connection to its "
            "data port (tcp_data), 0 while they go on ZeroMQ (or it is this node).");

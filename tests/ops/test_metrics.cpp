@@ -1,6 +1,6 @@
 // The Prometheus endpoint, scraped with a real HTTP client (curl): the
-// counters move with ops, bytes and errors, peers go down, other paths and
-// methods are refused.
+// counters move with ops, bytes and errors, peers go down or are left out
+// for other settings, other paths and methods are refused.
 #include <boost/test/unit_test.hpp>
 #include <regex>
 
@@ -134,6 +134,27 @@ BOOST_AUTO_TEST_CASE(scraped_counters_follow_ops_bytes_errors_and_peers) {
                                   std::to_string(ring.port(1)) + "\"}") == 0;
       },
       15s));
+
+  // n1 back with another chunk_bytes: left out, and n0 says so.
+  std::string yaml = proc::read_file(ring.dir() + "/ring-1.yaml");
+  const auto at = yaml.find("chunk_bytes: ");
+  BOOST_REQUIRE(at != std::string::npos);
+  yaml.replace(at, yaml.find('\n', at) - at,
+               "chunk_bytes: " + std::to_string(2 * ring.options().chunk_bytes));
+  const std::string other = ring.dir() + "/ring-1-other.yaml";
+  proc::write_file(other, yaml);
+  daemons.start(1, {}, {}, other);
+  const std::string n1 =
+      "{peer=\"n1\",address=\"tcp://127.0.0.1:" + std::to_string(ring.port(1)) + "\"}";
+  BOOST_TEST(eventually(
+                 [&] {
+                   const Response r = http(ring.dir(), url);
+                   return sample(r.body, "zring_peer_mismatched" + n1) == 1 &&
+                          sample(r.body, "zring_peer_up" + n1) == 0;
+                 },
+                 15s),
+             http(ring.dir(), url).body);
+  BOOST_TEST(sample(http(ring.dir(), url).body, "zring_peer_mismatched" + self0) == 0);
 
   // Only GET /metrics.
   BOOST_TEST(http(ring.dir(), "http://127.0.0.1:" + std::to_string(ports[0]) + "/").code == 404);
