@@ -147,9 +147,11 @@ collective::Deadline Membership::next_timer() const noexcept {
 void Membership::heard(std::size_t from, const RingHeader& header, Deadline now) {
   if (from >= listed() || from == options_.self) return;
   Peer& p = peers_[from];
-  const bool says_settings = header.kind == RingKind::heartbeat || header.kind == RingKind::form ||
-                             header.kind == RingKind::up || header.kind == RingKind::reform;
-  if (says_settings) p.mismatch = wire::settings_difference(options_.settings, header.settings);
+  // Judged on the messages this node acts on whatever their generation: an
+  // UP or REFORM of another generation is ignored, so a stale or forged one
+  // must not mark a node either (its heartbeats come every heartbeat_ms).
+  if (header.kind == RingKind::heartbeat || header.kind == RingKind::form)
+    p.mismatch = wire::settings_difference(options_.settings, header.settings);
   if (!p.mismatch.empty()) return;  // left out: as if not heard
   p.heard = now;
   if (generation_ != 0 && header.generation == generation_ && header.kind != RingKind::form)

@@ -22,9 +22,9 @@
 // of its own ops, to take in a listed node that is live but not a member.
 //
 // Every node must share the ring file's RingSettings (its node list, its
-// local_ranks, ...): a listed node whose membership messages carry others
-// is left out as if silent until it says the same as this one, and the
-// reasons this node gives name what differs.
+// local_ranks, ...): a listed node whose last HEARTBEAT or FORM carried
+// others is left out as if silent until one says the same as this node's,
+// and the reasons this node gives name what differs.
 //
 // Inputs are decoded headers (already checked to come from the listed node
 // they name) and timer ticks; outputs are the messages to send, and a

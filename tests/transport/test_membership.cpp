@@ -436,4 +436,23 @@ BOOST_AUTO_TEST_CASE(a_node_with_other_settings_is_left_out_naming_them_until_it
   BOOST_TEST(net.at(0).mismatch(3) == "");
 }
 
+// Only HEARTBEATs and FORMs say a node's settings: an UP or REFORM of
+// another generation is ignored, so a stale or forged one with other
+// settings marks no node (it would end the ring).
+BOOST_AUTO_TEST_CASE(an_up_or_reform_of_another_generation_marks_no_node_mismatched) {
+  Network net(3);
+  BOOST_REQUIRE(net.settles_on({0, 1, 2}));
+  zring::wire::RingHeader stale;
+  stale.generation = net.at(0).generation() + 1;
+  stale.settings.local_ranks = 7;
+  for (const auto kind : {zring::wire::RingKind::up, zring::wire::RingKind::reform}) {
+    stale.kind = kind;
+    net.at(0).heard(2, stale, net.now());
+  }
+  BOOST_TEST(net.at(0).mismatch(2) == "");
+  BOOST_TEST((net.at(0).peer(2, net.now()) == PeerState::member));
+  net.run(2 * kHeartbeat);
+  BOOST_TEST(net.agreed({0, 1, 2}));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
