@@ -355,13 +355,14 @@ void RingWorker::execute(OpJob& job) {
   // the residuals only when the op succeeds.
   const auto started = Clock::now();
   done.output.emplace().phases.began = started;
+  std::vector<ReadyAnswer> board_answers;  // given once the op is handed over
   try {
     collective::OpOutput out =
         collective::run_allreduce(r.ring, context, input, r.residuals, r.workspace);
     r.ring.count_drops(out.stats.dropped, out.stats.last_drop);
     r.ring.end_op(std::nullopt);
     done.output = std::move(out);
-    answer_on_boards(job, done);
+    board_answers = ready_on_boards(job, done);
     if (log_level() >= LogLevel::debug) {  // the line is built only when it is written
       const auto us = [](Clock::duration d) {
         return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
@@ -393,9 +394,17 @@ void RingWorker::execute(OpJob& job) {
     r.ring.end_op(Status{ErrorCode::internal, text, false});
     done.failure = Status{ErrorCode::internal, text};
   }
-  if (job.rung && done.answered_on_board && keep_in_books(done)) return;
+  // The op goes to the io thread's books (or queue) before its ranks hear
+  // of it on their boards: a status query a client sends once it has its
+  // answer then counts the op (the io thread takes the books, and runs what
+  // was queued, before it reads a request that came later).
+  if (job.rung && done.answered_on_board && keep_in_books(done)) {
+    give_board_answers(board_answers);
+    return;
+  }
   if (!done.state) done.state = changed_state(false);
   on_done_(std::move(done));
+  give_board_answers(board_answers);
 }
 
 // A rung op answered on its board leaves its books to the io thread's next
@@ -412,23 +421,37 @@ bool RingWorker::keep_in_books(OpDone& done) {
 
 // The answers of a successful op whose ranks all wait on their buffers'
 // boards, as the io thread would write them (IpcServer::reply_results).
-void RingWorker::answer_on_boards(const OpJob& job, OpDone& done) const {
-  if (job.board_answers.empty()) return;
-  answer_boards(done, job.board_answers, config_.local_ranks,
-                job.input.manifest.elements() * sizeof(float));
+std::vector<ReadyAnswer> RingWorker::ready_on_boards(const OpJob& job, OpDone& done) const {
+  if (job.board_answers.empty()) return {};
+  std::vector<ReadyAnswer> answers = ready_board_answers(
+      done, job.board_answers, config_.local_ranks, job.input.manifest.elements() * sizeof(float));
   done.answered_on_board = Clock::now();
+  return answers;
 }
 
 void answer_boards(const OpDone& done, const std::vector<BoardAnswer>& boards,
                    std::size_t local_ranks, std::uint64_t dense_bytes) {
+  give_board_answers(ready_board_answers(done, boards, local_ranks, dense_bytes));
+}
+
+std::vector<ReadyAnswer> ready_board_answers(const OpDone& done,
+                                             const std::vector<BoardAnswer>& boards,
+                                             std::size_t local_ranks, std::uint64_t dense_bytes) {
   const collective::OpOutput& out = *done.output;
   const auto* values = reinterpret_cast<const std::uint8_t*>(out.values.get());
-  for (const BoardAnswer& b : boards)
+  std::vector<ReadyAnswer> answers;
+  answers.reserve(boards.size());
+  for (const BoardAnswer& b : boards) {
     if (out.elements != 0 && values != b.region->data())
       std::memcpy(b.region->data(), values, out.elements * sizeof(float));
-  for (const BoardAnswer& b : boards)
-    transport::board_of(*b.region).answer(
-        result_of(done, b.request, b.local_rank, local_ranks, dense_bytes, true));
+    answers.push_back(
+        {b.region, result_of(done, b.request, b.local_rank, local_ranks, dense_bytes, true)});
+  }
+  return answers;
+}
+
+void give_board_answers(const std::vector<ReadyAnswer>& answers) noexcept {
+  for (const ReadyAnswer& a : answers) transport::board_of(*a.region).answer(a.result);
 }
 
 wire::Result result_of(const OpDone& done, std::uint64_t request, std::size_t local_rank,

@@ -160,12 +160,22 @@ struct OpDone {
 wire::Result result_of(const OpDone& done, std::uint64_t request, std::size_t local_rank,
                        std::size_t local_ranks, std::uint64_t dense_bytes, bool in_shared_buffer);
 
+// A rank's answer to a successful op, ready to be given on its buffer's board.
+struct ReadyAnswer {
+  std::shared_ptr<transport::SharedRegion> region;
+  wire::Result result;
+};
+
 // Answers a successful op's ranks on their boards: the averages first copied
-// into every buffer that does not hold them, then every answer. They may sit
-// in one of those buffers, whose client refills it as soon as it has its
-// answer.
+// into every buffer that does not hold them (ready_board_answers), then
+// every answer (give_board_answers). They may sit in one of those buffers,
+// whose client refills it as soon as it has its answer.
 void answer_boards(const OpDone& done, const std::vector<BoardAnswer>& boards,
                    std::size_t local_ranks, std::uint64_t dense_bytes);
+std::vector<ReadyAnswer> ready_board_answers(const OpDone& done,
+                                             const std::vector<BoardAnswer>& boards,
+                                             std::size_t local_ranks, std::uint64_t dense_bytes);
+void give_board_answers(const std::vector<ReadyAnswer>& answers) noexcept;
 
 class RingWorker {
  public:
@@ -232,7 +242,9 @@ class RingWorker {
   void take_rung(const std::uint8_t* data, std::size_t size);
   std::optional<OpJob> repeat_of(const std::string& client, wire::Submit submit);
   void note_bad_bell(const std::string& why);
-  void answer_on_boards(const OpJob& job, OpDone& done) const;
+  // The answers of a job whose ranks all wait on their boards, ready to be
+  // given once the op is in the io thread's books or queue.
+  std::vector<ReadyAnswer> ready_on_boards(const OpJob& job, OpDone& done) const;
   bool keep_in_books(OpDone& done);
   void answer_queued(const Status& failure);  // with mutex_ held
   // Takes mutex_ itself.

@@ -174,17 +174,27 @@ BOOST_AUTO_TEST_CASE(a_client_that_stays_rings_a_restarted_zringd_on_its_bell) {
     client.send_line("inplace " + r + " " + ring.dir() + "/r" + r);
     return client.read_line(30s).value_or("no answer");
   };
-  for (int i = 0; i < 4; ++i) BOOST_TEST_REQUIRE(ask() == "ok");
+  // An op is counted by the time its client has the answer, also one the
+  // ring thread answered on its board (it hands the op to the io thread
+  // first): a status query sent then finds it.
+  std::uint64_t done = 0;
+  const auto ask_and_count = [&] {
+    BOOST_TEST_REQUIRE(ask() == "ok");
+    ++done;
+    BOOST_TEST(number_at(status_of(ring.ipc(0)), "ops_done") == done);
+  };
+  for (int i = 0; i < 4; ++i) ask_and_count();
   BOOST_TEST_REQUIRE(number_at(status_of(ring.ipc(0)), "ops_rung") >= 1);
 
   daemons.start(0);  // kills the one running first
   daemons.wait_up();
-  std::string answer = ask();  // the first after the restart may fail: an answer, never silence
+  done = 0;  // the new zringd's count
+  const std::string answer =
+      ask();  // the first after the restart may fail: an answer, never silence
   BOOST_TEST((answer == "ok" || answer.rfind("error ", 0) == 0), answer);
-  for (int i = 0; i < 4; ++i) BOOST_TEST(ask() == "ok");
-  const ptree after = status_of(ring.ipc(0));
-  BOOST_TEST(number_at(after, "ops_done") >= 4);
-  BOOST_TEST(number_at(after, "ops_rung") >= 1);
+  if (answer == "ok") ++done;
+  for (int i = 0; i < 4; ++i) ask_and_count();
+  BOOST_TEST(number_at(status_of(ring.ipc(0)), "ops_rung") >= 1);
   client.send_line("quit");
 }
 
