@@ -149,7 +149,7 @@ py::dict compress_for_transmission(AllReduceHandle& self, const py::dict& gradie
   return out;
 }
 
-std::string describe(AllReduceHandle& self) {
+std::string describe_all_reduce(AllReduceHandle& self) {
   if (self.closed()) return "<zring.CompressedAllReduce (closed)>";
   return self.observe([](CompressedAllReduce& ar) {
     return std::string("<zring.CompressedAllReduce ") +
@@ -158,7 +158,7 @@ std::string describe(AllReduceHandle& self) {
   });
 }
 
-const char* kClassDoc = R"doc(
+const char* kAllReduceDoc = R"doc(
 Distributed gradient aggregator with compression.
 
 Standalone, CompressedAllReduce(method, world_size): no transport.
@@ -205,7 +205,7 @@ void bind_all_reduce(py::module_& m) {
                ")";
       });
 
-  py::class_<AllReduceHandle>(m, "CompressedAllReduce", kClassDoc)
+  py::class_<AllReduceHandle>(m, "CompressedAllReduce", kAllReduceDoc)
       .def(py::init([](CompressionMethod method, std::size_t world_size) {
              return std::make_unique<AllReduceHandle>(
                  CompressedAllReduce(std::move(method), world_size));
@@ -322,7 +322,7 @@ way). Standalone, they are ordinary memory.
            "Releases the object (and its connection to zringd); later calls raise zring.Error.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](AllReduceHandle& h, const py::args&) { h.close(); })
-      .def("__repr__", &describe);
+      .def("__repr__", &describe_all_reduce);
 }
 
 }  // namespace zring::python

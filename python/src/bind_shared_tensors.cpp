@@ -41,7 +41,7 @@ py::array tensor_view(SharedTensorsHandle& self, const std::string& name) {
   return view_of(tensors, tensors[name], found->second);
 }
 
-std::string describe(SharedTensorsHandle& self) {
+std::string describe_shared_tensors(SharedTensorsHandle& self) {
   if (self.closed()) return "<zring.SharedTensors (closed)>";
   const SharedTensors& t = self.checked("SharedTensors");
   return "<zring.SharedTensors of " + std::to_string(t.shapes().size()) + " tensors, " +
@@ -49,7 +49,7 @@ std::string describe(SharedTensorsHandle& self) {
          (t.zero_copy() ? "in zringd's buffer" : "in private memory") + ">";
 }
 
-const char* kClassDoc = R"doc(
+const char* kSharedTensorsDoc = R"doc(
 Tensors that live in the buffer this process shares with its zringd: made by
 CompressedAllReduce.make_shared_tensors({"w": (512, 64), "b": (64,)}),
 reduced by CompressedAllReduce.all_reduce_in_place(shared) with no copy: the
@@ -90,7 +90,7 @@ TensorShapes tensor_shapes_from(const py::dict& shapes, const char* op) {
 }
 
 void bind_shared_tensors(py::module_& m) {
-  py::class_<SharedTensorsHandle>(m, "SharedTensors", kClassDoc)
+  py::class_<SharedTensorsHandle>(m, "SharedTensors", kSharedTensorsDoc)
       .def("__getitem__", &tensor_view, py::arg("name"),
            "The tensor `name` as a writeable numpy view of the shared memory; zring.Error "
            "(kind 'missing_tensor') for a name it does not have.")
@@ -144,7 +144,7 @@ void bind_shared_tensors(py::module_& m) {
            })
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](SharedTensorsHandle& self, const py::args&) { self.close(); })
-      .def("__repr__", &describe);
+      .def("__repr__", &describe_shared_tensors);
 }
 
 }  // namespace zring::python

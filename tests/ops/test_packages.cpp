@@ -40,6 +40,12 @@ const std::vector<std::string> kApt{"DEBIAN_FRONTEND=noninteractive"};
 
 struct Packages {
   proc::TempDir work;
+  // The packages' build, beside this build (so at the same depth below the
+  // source tree, ccache's base directory in scripts/build.sh): its compile
+  // commands, whose paths ccache makes relative, are this build's, the
+  // unity files' paths among them, and every object comes from the cache.
+  proc::TempDir build_dir{std::filesystem::path(ZRING_BINARY_DIR).parent_path().string(),
+                          "build-packages-"};
   std::string failure;                     // why they could not be built
   std::map<std::string, std::string> deb;  // package -> its .deb
   std::string version;                     // of all four: UPSTREAM-REVISION
@@ -64,16 +70,17 @@ bool installed(const std::string& package) {
 
 void build(Packages& p) {
   const std::string& work = p.work.path();
-  const std::string build = work + "/build", out = work + "/packages";
+  const std::string& build = p.build_dir.path();
+  const std::string out = work + "/packages";
   const std::vector<std::pair<std::vector<std::string>, std::chrono::seconds>> steps{
-      // This build's compiler launcher and flags: where the launcher is
-      // ccache (scripts/build.sh), every object comes from its cache.
+      // This build's compiler launcher, flags and unity setting: where the
+      // launcher is ccache (scripts/build.sh), every object comes from its cache.
       {{ZRING_CMAKE, "-S", ZRING_SOURCE_DIR, "-B", build, "-G", ZRING_GENERATOR,
         "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DCMAKE_INSTALL_PREFIX=/usr",
         "-DZRING_BUILD_TESTS=OFF", "-DZRING_BUILD_BENCH=OFF", "-DZRING_BUILD_PYTHON=ON",
         "-DCMAKE_CXX_COMPILER_LAUNCHER=" ZRING_CXX_LAUNCHER, "-DCMAKE_CXX_FLAGS=" ZRING_CXX_FLAGS,
         "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=" ZRING_CXX_FLAGS_RELWITHDEBINFO,
-        "-DZRING_WERROR=" ZRING_WERROR_SETTING},
+        "-DZRING_WERROR=" ZRING_WERROR_SETTING, "-DCMAKE_UNITY_BUILD=" ZRING_UNITY_SETTING},
        600s},
       // What the packages hold (not the examples or the test helpers).
       {{ZRING_CMAKE, "--build", build, "-j", "2", "--target", "zringd", "zringctl", "zring",
@@ -82,8 +89,9 @@ void build(Packages& p) {
       {{ZRING_CPACK, "--config", build + "/CPackConfig.cmake", "-B", out}, 600s}};
   for (const auto& [argv, limit] : steps) {
     // Objects whose debug info names another build directory: the packages
-    // strip it. (scripts/build.sh builds with the same setting.)
-    const Run r = run(argv, work, limit, {"CCACHE_NOHASHDIR=true"});
+    // strip it. (scripts/build.sh builds with the same settings.)
+    const Run r =
+        run(argv, work, limit, {"CCACHE_NOHASHDIR=true", "CCACHE_BASEDIR=" ZRING_SOURCE_DIR});
     if (r.status != 0) {
       p.failure = argv[0] + " " + argv[1] + " failed:\n" + r.out;
       return;

@@ -216,10 +216,19 @@ void Process::kill() noexcept {
   status_ = 128 + SIGKILL;
 }
 
-TempDir::TempDir() {
+namespace {
+std::string temp_base() {
   const char* base = std::getenv("TMPDIR");
-  std::string templ = std::string(base && *base ? base : "/tmp") + "/zring-test-XXXXXX";
-  if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
+  return base && *base ? base : "/tmp";
+}
+}  // namespace
+
+TempDir::TempDir() : TempDir(temp_base(), "zring-test-") {}
+
+TempDir::TempDir(const std::string& parent, const std::string& prefix) {
+  std::string templ = parent + "/" + prefix + "XXXXXX";
+  if (!::mkdtemp(templ.data()))
+    throw std::runtime_error("mkdtemp failed for " + templ + ": " + std::strerror(errno));
   path_ = templ;
 }
 

@@ -61,7 +61,8 @@ class Process {
 // A fresh private directory under $TMPDIR, removed with its content on scope exit.
 class TempDir {
  public:
-  TempDir();
+  TempDir();                                                      // $TMPDIR/zring-test-XXXXXX
+  TempDir(const std::string& parent, const std::string& prefix);  // parent/prefixXXXXXX
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
