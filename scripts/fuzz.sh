@@ -8,7 +8,8 @@
 # out-of-memory, naming the input that reproduces it (docs/fuzzing.md).
 # The targets run side by side, FUZZ_JOBS at a time (default: all of
 # them). FUZZ_TARGETS="fuzz_wire ..." runs only those; FUZZ_BUILD_DIR moves
-# the build; arguments go to every fuzzer (for example -jobs=2 -workers=2).
+# the build; FUZZ_BUILD_ONLY=1 only builds; arguments go to every fuzzer
+# (for example -jobs=2 -workers=2).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
@@ -22,6 +23,8 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_UNITY_BUILD=ON >/dev/null
 cmake --build "$build" -j "$(nproc)" --target zring_fuzzers
 echo "fuzz.sh: built in $((SECONDS - started)) s"
+# FUZZ_BUILD_ONLY=1: the build alone (scripts/test.sh builds beside other work).
+[ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 # Longest input per target: a few messages, a YAML file, a payload of a
 # couple of quantization blocks.
