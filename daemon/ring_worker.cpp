@@ -397,7 +397,13 @@ void RingWorker::execute(OpJob& job) {
   // The op goes to the io thread's books (or queue) before its ranks hear
   // of it on their boards: a status query a client sends once it has its
   // answer then counts the op (the io thread takes the books, and runs what
-  // was queued, before it reads a request that came later).
+  // was queued, before it reads a request that came later). An op that
+  // failed after its answers were made ready (building the debug line) is
+  // answered with its failure, by the io thread.
+  if (done.failure) {
+    board_answers.clear();
+    done.answered_on_board.reset();
+  }
   if (job.rung && done.answered_on_board && keep_in_books(done)) {
     give_board_answers(board_answers);
     return;
