@@ -189,8 +189,8 @@ BOOST_AUTO_TEST_CASE(a_client_that_stays_rings_a_restarted_zringd_on_its_bell) {
   daemons.start(0);  // kills the one running first
   daemons.wait_up();
   done = 0;  // the new zringd's count
-  const std::string answer =
-      ask();  // the first after the restart may fail: an answer, never silence
+  // The first after the restart may fail: an answer, never silence.
+  const std::string answer = ask();
   BOOST_TEST((answer == "ok" || answer.rfind("error ", 0) == 0), answer);
   if (answer == "ok") ++done;
   for (int i = 0; i < 4; ++i) ask_and_count();

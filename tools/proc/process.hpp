@@ -58,7 +58,8 @@ class Process {
   std::string pending_;  // read but not yet returned
 };
 
-// A fresh private directory under $TMPDIR, removed with its content on scope exit.
+// A fresh private directory (under $TMPDIR, or a given parent), removed with
+// its content on scope exit.
 class TempDir {
  public:
   TempDir();                                                      // $TMPDIR/zring-test-XXXXXX
