@@ -127,6 +127,9 @@ def parse_args(argv):
                    help="torch intra-op threads per rank, a list (0: torch's default)")
     p.add_argument("--bucket-cap-mb", type=float_list, default=[25.0],
                    help="ddp: DDP bucket_cap_mb, a list (default 25, DDP's default)")
+    p.add_argument("--bucket-view", action="store_true",
+                   help="ddp: DDP(gradient_as_bucket_view=True) for every variant: the gradients "
+                        "are views of DDP's buckets, so DDP copies neither into nor out of them")
     # common
     p.add_argument("--busy-poll-us", type=int, help=runners.BUSY_POLL_HELP)
     p.add_argument("--build-dir", default=os.environ.get("BUILD_DIR",
@@ -293,7 +296,7 @@ class TorchBench:
                 cfg = {"mode": "ddp", "variant": variant, "method": method, "threads": threads,
                        "bucket_cap_mb": cap, "steps": a.steps, "batch": a.batch, "lr": a.lr,
                        "seed": a.seed, "separation": a.separation, "noise": a.noise,
-                       "held_out": a.held_out, "model": a.model}
+                       "held_out": a.held_out, "model": a.model, "bucket_view": a.bucket_view}
                 base = {"variant": variant, "method": method or "", "label": label,
                         "threads_set": threads, "bucket_cap_mb": cap, "network": self.net_name,
                         "ranks": a.ranks, "batch": a.batch, "load_before": load()}

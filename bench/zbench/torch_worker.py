@@ -349,7 +349,8 @@ def run_ddp(cfg, rank, out_dir):
     variant = cfg["variant"]          # gloo | gloohook | zring | zringcopy | local
     task = make_task(cfg)
     model = task.model()
-    ddp = DDP(model, bucket_cap_mb=cfg["bucket_cap_mb"])
+    ddp = DDP(model, bucket_cap_mb=cfg["bucket_cap_mb"],
+              gradient_as_bucket_view=bool(cfg.get("bucket_view")))
     timeline = Timeline()
     state = None
     if variant in ("zring", "zringcopy"):
