@@ -362,7 +362,6 @@ void RingWorker::execute(OpJob& job) {
     r.ring.count_drops(out.stats.dropped, out.stats.last_drop);
     r.ring.end_op(std::nullopt);
     done.output = std::move(out);
-    board_answers = ready_on_boards(job, done);
     if (log_level() >= LogLevel::debug) {  // the line is built only when it is written
       const auto us = [](Clock::duration d) {
         return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
@@ -373,6 +372,9 @@ void RingWorker::execute(OpJob& job) {
                 us(p.summarized - p.began) + ", data " + us(p.finished - p.summarized) + ") for " +
                 std::to_string(done.output->stats.bytes_sent) + " bytes sent");
     }
+    // Last in the try: an op that fails is never answered on its boards
+    // (the io thread answers it with its failure).
+    board_answers = ready_on_boards(job, done);
   } catch (const collective::AgreedFailure& e) {
     r.ring.end_op(Status{e.code(), e.what(), true});
     done.failure = Status{e.code(), e.what()};
@@ -397,13 +399,7 @@ void RingWorker::execute(OpJob& job) {
   // The op goes to the io thread's books (or queue) before its ranks hear
   // of it on their boards: a status query a client sends once it has its
   // answer then counts the op (the io thread takes the books, and runs what
-  // was queued, before it reads a request that came later). An op that
-  // failed after its answers were made ready (building the debug line) is
-  // answered with its failure, by the io thread.
-  if (done.failure) {
-    board_answers.clear();
-    done.answered_on_board.reset();
-  }
+  // was queued, before it reads a request that came later).
   if (job.rung && done.answered_on_board && keep_in_books(done)) {
     give_board_answers(board_answers);
     return;
